@@ -1,0 +1,35 @@
+"""The project's documented error types.
+
+Every loader and parser raises one of these (never a bare ``KeyError`` or
+``json.JSONDecodeError``) so that a user sees which file, line and field is bad.
+"""
+
+from __future__ import annotations
+
+
+class RacerError(Exception):
+  """Base class of all errors this project raises on purpose."""
+
+
+class DataError(RacerError, ValueError):
+  """A malformed input record.
+
+  Attributes:
+    path: the file that holds the record.
+    line: 1-based line number (``None`` when the format has no lines).
+    field: the field that is missing or wrong (``None`` for the whole record).
+    reason: what is wrong, in words.
+  """
+
+  def __init__(self, path, line: int | None, field: str | None, reason: str):
+    self.path = str(path)
+    self.line = line
+    self.field = field
+    self.reason = reason
+    where = self.path + (f":{line}" if line is not None else "")
+    what = f" field {field!r}" if field else ""
+    super().__init__(f"{where}:{what} {reason}")
+
+
+class ConfigError(RacerError, ValueError):
+  """A configuration value that cannot work (names the key)."""

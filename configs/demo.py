@@ -1,0 +1,19 @@
+"""The bundled demo: a small hand-written KG and CommonsenseQA-style questions.
+
+Needs no data directory and no network.
+"""
+
+from configs import default
+
+
+def get_config():
+  config = default.get_config()
+  config.data.dataset = "demo"
+  config.data.splits = ("train", "dev")
+  config.kg.source = "demo"
+  config.subgraph.max_nodes = 60
+  config.subgraph.max_edges = 512
+  config.subgraph.max_degree = 16
+  config.batch.batch_size = 8
+  config.batch.buckets = ((32, 128), (64, 512))
+  return config

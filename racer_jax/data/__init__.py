@@ -1,0 +1,1 @@
+"""QA data: loaders, grounding into graphs, padded batches, the demo set."""

@@ -1,0 +1,188 @@
+"""Multiple-choice QA examples and their jsonl loaders.
+
+Formats read (detected per line):
+
+* CommonsenseQA / OpenBookQA original: ``{"id", "question": {"stem",
+  "choices": [{"label", "text"}, ...]}, "answerKey"}`` (``answerKey`` absent in
+  test files);
+* OpenBookQA HF-style (``Additional/*_hf.jsonl``): ``{"id", "question_stem",
+  "choices": {"text": [...], "label": [...]}, "answerKey", "fact1", ...}``.
+
+A malformed line raises :class:`~racer_jax.errors.DataError` naming file, line
+and field, or with ``on_bad_line="skip"`` is skipped and counted in the
+:class:`LoadReport`. A question with no choices is not malformed: it is kept
+and flagged downstream as unanswerable.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from racer_jax.errors import DataError
+
+
+@dataclasses.dataclass(frozen=True)
+class QAExample:
+  """One multiple-choice question.
+
+  Attributes:
+    id: dataset id (unique within a split; duplicates are counted).
+    stem: question text.
+    choices: choice texts, in label order.
+    answer_index: index of the gold choice, or None when unlabeled.
+    meta: extras kept from the source (``labels``, ``question_concept``,
+      ``fact1``, ``source`` = "file:line").
+  """
+  id: str
+  stem: str
+  choices: tuple[str, ...]
+  answer_index: int | None
+  meta: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+
+@dataclasses.dataclass
+class Grounded:
+  """A question with its grounded concepts (global concept ids)."""
+  example: QAExample
+  question_concepts: np.ndarray
+  choice_concepts: list[np.ndarray]
+  flags: list[str]
+
+
+@dataclasses.dataclass
+class LoadReport:
+  files: list[str] = dataclasses.field(default_factory=list)
+  lines: int = 0
+  loaded: int = 0
+  skipped: int = 0
+  blank: int = 0
+  unlabeled: int = 0
+  duplicate_ids: int = 0
+  formats: collections.Counter = dataclasses.field(
+      default_factory=collections.Counter)
+  bad_lines: list[str] = dataclasses.field(default_factory=list)
+
+  def to_dict(self) -> dict:
+    out = dataclasses.asdict(self)
+    out["formats"] = dict(self.formats)
+    out["bad_lines"] = self.bad_lines[:20]
+    return out
+
+
+def _field(record: dict, key: str, kind, path, lineno, name=None):
+  if not isinstance(record, dict) or key not in record:
+    raise DataError(path, lineno, name or key, "missing")
+  value = record[key]
+  if not isinstance(value, kind):
+    raise DataError(path, lineno, name or key,
+                    f"expected {getattr(kind, '__name__', kind)}, got "
+                    f"{type(value).__name__}")
+  return value
+
+
+def parse_record(record: Any, path, lineno: int) -> tuple[QAExample, str]:
+  """Parses one decoded JSON record into a :class:`QAExample`.
+
+  Returns the example and the detected format name.
+  """
+  if not isinstance(record, dict):
+    raise DataError(path, lineno, None, "a line must hold a JSON object")
+  qid = record.get("id")
+  if not isinstance(qid, (str, int)) or isinstance(qid, bool) or qid == "":
+    raise DataError(path, lineno, "id", "missing or not a string")
+  meta: dict[str, Any] = {"source": f"{os.fspath(path)}:{lineno}"}
+  if "question" in record:
+    fmt = "original"
+    q = _field(record, "question", dict, path, lineno)
+    stem = _field(q, "stem", str, path, lineno, "question.stem")
+    raw = _field(q, "choices", list, path, lineno, "question.choices")
+    labels, texts = [], []
+    for i, c in enumerate(raw):
+      name = f"question.choices[{i}]"
+      labels.append(str(_field(c, "label", (str, int), path, lineno,
+                               name + ".label")))
+      texts.append(_field(c, "text", str, path, lineno, name + ".text"))
+    if isinstance(q.get("question_concept"), str):
+      meta["question_concept"] = q["question_concept"]
+  elif "question_stem" in record:
+    fmt = "hf"
+    stem = _field(record, "question_stem", str, path, lineno)
+    ch = _field(record, "choices", dict, path, lineno)
+    texts = _field(ch, "text", list, path, lineno, "choices.text")
+    labels = _field(ch, "label", list, path, lineno, "choices.label")
+    if len(texts) != len(labels):
+      raise DataError(path, lineno, "choices", f"{len(texts)} texts but "
+                      f"{len(labels)} labels")
+    for i, (t, l) in enumerate(zip(texts, labels)):
+      if not isinstance(t, str):
+        raise DataError(path, lineno, f"choices.text[{i}]", "not a string")
+      if not isinstance(l, (str, int)):
+        raise DataError(path, lineno, f"choices.label[{i}]", "not a string")
+    labels = [str(l) for l in labels]
+    for key in ("fact1", "humanScore", "clarity"):
+      if key in record:
+        meta[key] = record[key]
+  else:
+    raise DataError(path, lineno, "question",
+                    "neither 'question' (original) nor 'question_stem' (HF)")
+  if len(set(labels)) != len(labels):
+    raise DataError(path, lineno, "choices", f"duplicate labels {labels}")
+  answer_index = None
+  key = record.get("answerKey")
+  if key not in (None, ""):
+    if str(key) not in labels:
+      raise DataError(path, lineno, "answerKey",
+                      f"{key!r} is not one of the labels {labels}")
+    answer_index = labels.index(str(key))
+  meta["labels"] = labels
+  return QAExample(id=str(qid), stem=stem, choices=tuple(texts),
+                   answer_index=answer_index, meta=meta), fmt
+
+
+def load_jsonl(paths, *, on_bad_line: str = "error",
+               report: LoadReport | None = None
+               ) -> tuple[list[QAExample], LoadReport]:
+  """Loads QA examples from one or more jsonl files (either format)."""
+  if on_bad_line not in ("error", "skip"):
+    raise ValueError(f"on_bad_line must be 'error' or 'skip', got "
+                     f"{on_bad_line!r}")
+  report = report or LoadReport()
+  examples: list[QAExample] = []
+  seen: set[str] = set()
+  for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
+    report.files.append(os.fspath(path))
+    with open(path, "rb") as f:
+      for lineno, raw in enumerate(f, 1):
+        report.lines += 1
+        if not raw.strip():
+          report.blank += 1
+          continue
+        try:
+          try:
+            record = json.loads(raw.decode("utf-8"))
+          except UnicodeDecodeError as e:
+            raise DataError(path, lineno, None, "not valid UTF-8") from e
+          except json.JSONDecodeError as e:
+            raise DataError(path, lineno, None,
+                            f"invalid JSON: {e.msg} at column {e.colno}") from e
+          example, fmt = parse_record(record, path, lineno)
+        except DataError as e:
+          if on_bad_line == "error":
+            raise
+          report.skipped += 1
+          report.bad_lines.append(str(e))
+          continue
+        if example.id in seen:
+          report.duplicate_ids += 1
+        seen.add(example.id)
+        report.formats[fmt] += 1
+        report.unlabeled += example.answer_index is None
+        report.loaded += 1
+        examples.append(example)
+  return examples, report

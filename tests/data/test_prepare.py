@@ -75,7 +75,8 @@ def test_bad_lines_error_or_skip(tmp_path):
   assert report["splits"]["dev"]["load"]["skipped"] == 1
 
 
-def test_config_errors(tmp_path):
+def test_config_errors(tmp_path, monkeypatch):
+  monkeypatch.delenv("RACER_DATA_DIR", raising=False)
   config = test_config.get_config()
   config.subgraph.max_nodes = 1000
   with pytest.raises(ConfigError, match="buckets"):

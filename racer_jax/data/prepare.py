@@ -62,19 +62,21 @@ def check_buckets(config) -> None:
         f"{config.subgraph.max_edges}")
 
 
-def build_kg(config, data_dir) -> tuple[store.KnowledgeGraph, dict]:
+def build_kg(config, data_dir, progress: bool = False
+             ) -> tuple[store.KnowledgeGraph, dict]:
   """Ingests the configured KG source and builds the CSR store in memory."""
   fmt, paths = datasets.kg_paths(config, data_dir)
   read = (ingest.read_triple_files if fmt == "triples"
           else ingest.read_conceptnet_assertions)
   triples, ing = read(paths, pruned=config.kg.pruned,
-                      on_bad_line=config.data.on_bad_line)
+                      on_bad_line=config.data.on_bad_line, progress=progress)
   kg, built = store.build_graph(triples)
   return kg, {"source": config.kg.source, "files": [str(p) for p in paths],
               "ingest": ing.to_dict(), "build": built.to_dict()}
 
 
-def load_or_build_kg(config, data_dir, out_dir: Path, log=print
+def load_or_build_kg(config, data_dir, out_dir: Path, log=print,
+                     progress: bool = False
                      ) -> tuple[store.KnowledgeGraph, dict]:
   fmt, paths = datasets.kg_paths(config, data_dir)
   fp = _fingerprint(fmt, *paths, config.kg.to_dict(), store.FORMAT_VERSION)
@@ -84,7 +86,7 @@ def load_or_build_kg(config, data_dir, out_dir: Path, log=print
     log(f"reusing {kg_path}")
     return store.KnowledgeGraph.load(kg_path), meta
   log(f"building the KG store from {[str(p) for p in paths]}")
-  kg, report = build_kg(config, data_dir)
+  kg, report = build_kg(config, data_dir, progress)
   kg.save(kg_path)
   report["fingerprint"] = fp
   _write_json(meta_path, report)
@@ -167,7 +169,7 @@ def prepare(config, data_dir, out_dir, *, progress: bool = True,
   data_dir = datasets.resolve_data_dir(data_dir)
   out_dir = Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
-  kg, kg_report = load_or_build_kg(config, data_dir, out_dir, log)
+  kg, kg_report = load_or_build_kg(config, data_dir, out_dir, log, progress)
   grounder = grounding.Grounder(
       kg.concepts, max_concept_tokens=config.grounding.max_concept_tokens,
       max_candidates_per_span=config.grounding.max_candidates_per_span)

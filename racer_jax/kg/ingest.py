@@ -27,6 +27,7 @@ import os
 from typing import Iterator
 
 import numpy as np
+import tqdm
 
 from racer_jax.errors import DataError
 from racer_jax.kg import relations as rel_lib
@@ -134,10 +135,13 @@ class _Builder:
                    weight=np.asarray(self.weight, np.float32))
 
 
-def _lines(path) -> Iterator[tuple[int, str | None]]:
+def _lines(path, progress: bool = False) -> Iterator[tuple[int, str | None]]:
   """Yields ``(line number, line)``; a line that is not UTF-8 comes as None."""
   with open(os.fspath(path), "rb") as raw:
     stream = gzip.open(raw) if os.fspath(path).endswith(".gz") else raw
+    stream = tqdm.tqdm(stream, desc=os.path.basename(os.fspath(path)),
+                       unit=" lines", unit_scale=True, disable=not progress,
+                       mininterval=1.0)
     for lineno, line in enumerate(stream, 1):
       try:
         yield lineno, line.decode("utf-8").rstrip("\r\n")
@@ -154,6 +158,7 @@ def _bad(report: IngestReport, on_bad_line: str, err: DataError):
 
 def read_conceptnet_assertions(paths, *, pruned: bool = False,
                                on_bad_line: str = "error",
+                               progress: bool = False,
                                report: IngestReport | None = None
                                ) -> tuple[Triples, IngestReport]:
   """Reads ConceptNet 5 assertion dumps into merged English triples.
@@ -164,11 +169,12 @@ def read_conceptnet_assertions(paths, *, pruned: bool = False,
       :data:`~racer_jax.kg.relations.PRUNE_BLACKLIST`.
     on_bad_line: ``"error"`` raises :class:`DataError`; ``"skip"`` counts it.
     report: continue filling an existing report.
+    progress: show a progress bar (lines read) per file.
   """
   report = report or IngestReport()
   builder = _Builder(report, pruned)
   for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
-    for lineno, line in _lines(path):
+    for lineno, line in _lines(path, progress):
       report.lines += 1
       if line is None:
         _bad(report, on_bad_line, DataError(path, lineno, None,
@@ -209,14 +215,14 @@ def read_conceptnet_assertions(paths, *, pruned: bool = False,
 
 
 def read_triple_files(paths, *, pruned: bool = False,
-                      on_bad_line: str = "error",
+                      on_bad_line: str = "error", progress: bool = False,
                       report: IngestReport | None = None
                       ) -> tuple[Triples, IngestReport]:
   """Reads ``Relation<TAB>head<TAB>tail[<TAB>score]`` files (e.g. CN-100K)."""
   report = report or IngestReport()
   builder = _Builder(report, pruned)
   for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
-    for lineno, line in _lines(path):
+    for lineno, line in _lines(path, progress):
       report.lines += 1
       if line is None:
         _bad(report, on_bad_line, DataError(path, lineno, None,

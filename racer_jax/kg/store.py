@@ -84,7 +84,8 @@ class KnowledgeGraph:
     return np.diff(self.indptr)
 
   def out_edges(self, concept: int | str) -> dict[str, np.ndarray]:
-    """CSR slice of a concept: ``dst``, ``rel``, ``weight``, ``edge_id``, ``pos``."""
+    """CSR slice of a concept: ``dst``, ``rel``, ``weight``, ``edge_id`` and
+    ``pos`` (the CSR positions)."""
     c = self._as_id(concept)
     lo, hi = int(self.indptr[c]), int(self.indptr[c + 1])
     return {"dst": np.asarray(self.dst[lo:hi]),
@@ -204,7 +205,7 @@ def build_graph(triples: Triples) -> tuple[KnowledgeGraph, BuildReport]:
 
 
 def load_npz_mmap(path) -> dict[str, np.ndarray]:
-  """Memory-maps every array of an uncompressed ``.npz`` (as ``np.savez`` writes).
+  """Memory-maps every array of an uncompressed ``.npz`` (``np.savez``).
 
   ``np.load`` ignores ``mmap_mode`` for ``.npz``; an uncompressed zip member is
   a plain ``.npy`` at a fixed offset, so it can be mapped directly. Compressed

@@ -224,8 +224,8 @@ class SubgraphExtractor:
     ``nodes``, in (sender, CSR position) order.
 
     A node's out-edges are gathered and filtered when its degree is small;
-    for a hub (degree > ``hub_factor`` n) every kept node is binary-searched in the sorted
-    ``src * V + dst`` keys instead, which costs O(n log E), not O(degree).
+    for a hub (degree > ``hub_factor`` n) every kept node is binary-searched
+    in the sorted ``src * V + dst`` keys instead: O(n log E), not O(degree).
     """
     n = nodes.size
     local = np.arange(n, dtype=np.int32)

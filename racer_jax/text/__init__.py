@@ -1,0 +1,1 @@
+"""Text encoders: concept names, relation names and questions -> vectors."""

@@ -1,0 +1,195 @@
+"""Teacher-guided rollouts: one ``lax.scan`` over hops per walker, ``vmap``
+over walkers and questions.
+
+At each step a walker follows the BFS teacher with probability
+``p_teacher``; otherwise it samples from the policy at ``temperature``
+(or takes the argmax in greedy mode). Log-probabilities are of the policy
+itself (temperature 1), which is what the losses differentiate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from racer_jax.graph import env, pruning, teacher
+from racer_jax.rl import reward as reward_lib
+from racer_jax.rl.policy import MASKED_LOGIT, WalkerPolicy, masked_log_softmax
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+  """Static rollout settings (hashable: part of the compiled program)."""
+  max_steps: int = 3
+  top_k: int = 16
+  prune: bool = True
+  prune_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+  stop_at_target: bool = True
+  temperature: float = 1.0
+  greedy: bool = False
+
+
+@flax.struct.dataclass
+class WalkInputs:
+  """One (question, target) pair; a leading batch axis when batched.
+
+  Attributes:
+    node_emb: float32 [N, d]; query, target: float32 [d] (unit vectors).
+    is_target, node_mask: bool [N].
+    neighbors: int32 [N, D]; neighbor_mask: bool [N, D].
+    senders, receivers, relation: int32 [E]; edge_mask: bool [E].
+    starts: int32 [W] start nodes; start_mask: bool [W].
+  """
+  node_emb: jax.Array
+  query: jax.Array
+  target: jax.Array
+  is_target: jax.Array
+  node_mask: jax.Array
+  neighbors: jax.Array
+  neighbor_mask: jax.Array
+  senders: jax.Array
+  receivers: jax.Array
+  relation: jax.Array
+  edge_mask: jax.Array
+  starts: jax.Array
+  start_mask: jax.Array
+
+
+@flax.struct.dataclass
+class Trajectory:
+  """One walker's episode (leading [B, W] axes when batched); T steps.
+
+  Attributes:
+    action: int32 [T] in ``[0, K]`` (K = STOP).
+    log_prob: float32 [T] policy log-probability of ``action``.
+    entropy: float32 [T] policy entropy over valid actions.
+    teacher_forced: bool [T]; teacher_action, greedy_action: int32 [T].
+    active: bool [T] the walker acted at t (its walk was not over).
+    reward: float32 [T].
+    nodes: int32 [T + 1]; edges, relations: int32 [T] (-1: no move).
+    reached: bool []; length: int32 [] moves made.
+    oracle: bool [] a target lies within ``max_steps`` hops of the start.
+  """
+  action: jax.Array
+  log_prob: jax.Array
+  entropy: jax.Array
+  teacher_forced: jax.Array
+  teacher_action: jax.Array
+  greedy_action: jax.Array
+  active: jax.Array
+  reward: jax.Array
+  nodes: jax.Array
+  edges: jax.Array
+  relations: jax.Array
+  reached: jax.Array
+  length: jax.Array
+  oracle: jax.Array
+
+
+@flax.struct.dataclass
+class Prepared:
+  """Per-question quantities shared by all its walkers."""
+  graph: env.WalkGraph
+  tables: dict
+  rewards: reward_lib.RewardTables
+  teacher: jax.Array        # int32 [N] teacher action per node
+  distance: jax.Array       # int32 [N] hops to the targets
+  action_relation: jax.Array  # int32 [N, K]
+  action_node: jax.Array      # int32 [N, K]
+
+
+def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
+            cfg: RolloutConfig) -> Prepared:
+  """Pruning, BFS teacher, reward and policy tables of one question."""
+  actions = pruning.prune_actions(
+      inputs.neighbors, inputs.neighbor_mask, inputs.receivers,
+      inputs.relation, inputs.node_emb, rel_emb, inputs.query, inputs.target,
+      k=cfg.top_k, weights=cfg.prune_weights, enabled=cfg.prune)
+  distance = teacher.bfs_distance(inputs.senders, inputs.receivers,
+                                  inputs.edge_mask, inputs.is_target,
+                                  inputs.node_mask)
+  teacher_action = teacher.teacher_actions(distance, actions.edge,
+                                           actions.mask, actions.score,
+                                           inputs.receivers)
+  tables = policy.apply(params, inputs.node_emb, rel_emb, inputs.query,
+                        inputs.target, method=WalkerPolicy.prepare)
+  graph = env.WalkGraph(action_edge=actions.edge, action_mask=actions.mask,
+                        receivers=inputs.receivers, relation=inputs.relation,
+                        is_target=inputs.is_target & inputs.node_mask)
+  return Prepared(
+      graph=graph, tables=tables,
+      rewards=reward_lib.reward_tables(inputs.node_emb, rel_emb, inputs.query,
+                                       inputs.target, graph.is_target),
+      teacher=teacher_action, distance=distance,
+      action_relation=inputs.relation[actions.edge],
+      action_node=inputs.receivers[actions.edge])
+
+
+def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
+         p_teacher, cfg: RolloutConfig,
+         weights: reward_lib.RewardWeights) -> Trajectory:
+  """One walker's episode from ``start`` (a scan over ``max_steps``)."""
+  graph, tables = prep.graph, prep.tables
+  state = env.reset(graph, start, cfg.max_steps)
+  carry = policy.apply(params, tables, start, method=WalkerPolicy.start)
+
+  def body(loop, t):
+    state, carry = loop
+    node = state.node
+    logits = policy.apply(params, tables, carry, node,
+                          prep.action_relation[node], prep.action_node[node],
+                          method=WalkerPolicy.logits)
+    valid = env.valid_actions(graph, state)
+    log_probs = masked_log_softmax(logits, valid)
+    key_sample, key_teacher = jax.random.split(jax.random.fold_in(rng, t))
+    sampled = jax.random.categorical(
+        key_sample, jnp.where(valid, logits / cfg.temperature, MASKED_LOGIT))
+    greedy = jnp.argmax(log_probs)
+    teacher_action = jnp.where(state.done, graph.num_actions - 1,
+                               prep.teacher[node])
+    forced = (~state.done) & (jax.random.uniform(key_teacher) < p_teacher)
+    if cfg.greedy:
+      action, forced = greedy, jnp.zeros_like(forced)
+    else:
+      action = jnp.where(forced, teacher_action, sampled)
+    next_state, moved, edge = env.step(graph, state, action,
+                                       stop_at_target=cfg.stop_at_target)
+    relation = jnp.where(moved, graph.relation[jnp.maximum(edge, 0)], -1)
+    r = reward_lib.step_reward(weights, prep.rewards, moved, relation, node,
+                               next_state.node)
+    advanced = policy.apply(params, tables, carry, jnp.maximum(relation, 0),
+                            next_state.node, method=WalkerPolicy.advance)
+    carry = jax.tree.map(lambda a, b: jnp.where(moved, a, b), advanced, carry)
+    probs = jnp.exp(log_probs)
+    entropy = -jnp.sum(jnp.where(valid, probs * log_probs, 0.0))
+    out = dict(action=action.astype(jnp.int32), log_prob=log_probs[action],
+               entropy=entropy, teacher_forced=forced,
+               teacher_action=teacher_action.astype(jnp.int32),
+               greedy_action=greedy.astype(jnp.int32), active=~state.done,
+               reward=r)
+    return (next_state, carry), out
+
+  (final, _), out = jax.lax.scan(body, (state, carry),
+                                 jnp.arange(cfg.max_steps))
+  return Trajectory(
+      nodes=final.path_nodes, edges=final.path_edges,
+      relations=final.path_relations, reached=final.reached,
+      length=final.t, oracle=prep.distance[start] <= cfg.max_steps, **out)
+
+
+def rollout(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb, rng,
+            p_teacher, cfg: RolloutConfig,
+            weights: reward_lib.RewardWeights) -> Trajectory:
+  """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
+  [B, W]; returns a :class:`Trajectory` with leading axes [B, W]."""
+  prep = jax.vmap(lambda x: prepare(policy, params, x, rel_emb, cfg))(inputs)
+  b, w = inputs.starts.shape
+  keys = jax.random.split(rng, b * w)
+  keys = keys.reshape((b, w) + keys.shape[1:])
+  per_walker = jax.vmap(
+      lambda p, s, k: walk(policy, params, p, s, k, p_teacher, cfg, weights),
+      in_axes=(None, 0, 0))
+  return jax.vmap(per_walker)(prep, inputs.starts, keys)

@@ -42,6 +42,7 @@ class GraphBatch:
     gold: int32 [B], gold choice index, -1 if unlabeled.
     example_mask: bool [B]; False for padding questions that fill a batch.
     example_index: int32 [B], index of the question in its dataset, -1 pad.
+    query: float32 [B, dq] question embeddings (dq = 0 when not attached).
   """
   graphs: jraph.GraphsTuple
   node_mask: np.ndarray
@@ -53,6 +54,7 @@ class GraphBatch:
   gold: np.ndarray
   example_mask: np.ndarray
   example_index: np.ndarray
+  query: np.ndarray
 
   @property
   def batch_size(self) -> int:
@@ -121,10 +123,21 @@ def pad_subgraph(sub: Subgraph, num_nodes: int, num_edges: int,
               neighbors=neighbors, neighbor_mask=neighbor_mask)
 
 
+def empty_subgraph(max_degree: int) -> Subgraph:
+  """A question with no nodes: fills the rows of a short batch."""
+  return Subgraph(
+      nodes=np.zeros(0, np.int32), is_question=np.zeros(0, bool),
+      choice_mask=np.zeros((0, 0), bool), senders=np.zeros(0, np.int32),
+      receivers=np.zeros(0, np.int32), relation=np.zeros(0, np.int16),
+      edge_id=np.zeros(0, np.int32), weight=np.zeros(0, np.float32),
+      neighbors=np.zeros((0, max_degree), np.int32), hop=np.zeros(0, np.int8),
+      stats={})
+
+
 def make_batch(subgraphs: Sequence[Subgraph], gold: Sequence[int | None],
                example_index: Sequence[int], *, bucket: tuple[int, int],
-               batch_size: int, num_choices: int, max_degree: int
-               ) -> GraphBatch:
+               batch_size: int, num_choices: int, max_degree: int,
+               query: np.ndarray | None = None) -> GraphBatch:
   """Pads and stacks up to ``batch_size`` questions into one bucket's shape.
 
   Missing rows (a short last batch) are filled with empty padding questions
@@ -134,14 +147,8 @@ def make_batch(subgraphs: Sequence[Subgraph], gold: Sequence[int | None],
     raise ValueError(f"need 1..{batch_size} subgraphs, got {len(subgraphs)}")
   n, e = bucket
   rows = [pad_subgraph(s, n, e, num_choices, max_degree) for s in subgraphs]
-  empty = Subgraph(
-      nodes=np.zeros(0, np.int32), is_question=np.zeros(0, bool),
-      choice_mask=np.zeros((0, 0), bool), senders=np.zeros(0, np.int32),
-      receivers=np.zeros(0, np.int32), relation=np.zeros(0, np.int16),
-      edge_id=np.zeros(0, np.int32), weight=np.zeros(0, np.float32),
-      neighbors=np.zeros((0, max_degree), np.int32), hop=np.zeros(0, np.int8),
-      stats={})
-  pad_row = pad_subgraph(empty, n, e, num_choices, max_degree)
+  pad_row = pad_subgraph(empty_subgraph(max_degree), n, e, num_choices,
+                         max_degree)
   rows += [pad_row] * (batch_size - len(rows))
   stacked = jax.tree.map(lambda *xs: np.stack(xs), *rows)
   real = len(subgraphs)
@@ -151,8 +158,12 @@ def make_batch(subgraphs: Sequence[Subgraph], gold: Sequence[int | None],
   index[:real] = example_index
   mask = np.zeros(batch_size, bool)
   mask[:real] = True
+  query_rows = np.zeros((batch_size, 0 if query is None else query.shape[1]),
+                        np.float32)
+  if query is not None:
+    query_rows[:real] = query
   return GraphBatch(gold=gold_arr, example_mask=mask, example_index=index,
-                    **stacked)
+                    query=query_rows, **stacked)
 
 
 def iterate_batches(subgraphs: Sequence[Subgraph], gold: Sequence[int | None],

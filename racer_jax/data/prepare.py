@@ -177,8 +177,10 @@ def prepare(config, data_dir, out_dir, *, progress: bool = True,
   splits = {}
   for split in config.data.splits:
     path = datasets.split_path(config, split, data_dir)
-    fp = _fingerprint(path, kg_report.get("fingerprint"),
-                      config.data.to_dict(), config.grounding.to_dict(),
+    data_cfg = {k: v for k, v in config.data.to_dict().items()
+                if k != "splits"}
+    fp = _fingerprint(path, kg_report.get("fingerprint"), data_cfg,
+                      config.grounding.to_dict(),
                       config.subgraph.to_dict(), config.report.to_dict(),
                       [tuple(b) for b in config.batch.buckets])
     meta_path = out_dir / f"{split}.meta.json"

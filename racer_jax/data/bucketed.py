@@ -1,0 +1,112 @@
+"""A dataset of questions pre-padded once into their shape buckets.
+
+Padding with jraph costs about a millisecond per question, so it is done
+once; a batch is then an index gather on stacked arrays. Batch order is a
+pure function of ``(seed, epoch)``, so training step ``s`` always sees the
+same batch: that is what makes resuming from a checkpoint exact.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import jax
+import numpy as np
+
+from racer_jax.data.batch import (GraphBatch, choose_bucket, empty_subgraph,
+                                  pad_subgraph)
+from racer_jax.kg.subgraph import Subgraph
+
+
+class BucketedDataset:
+  """Questions grouped by shape bucket, padded and stacked per bucket.
+
+  Args:
+    subgraphs: one per question.
+    gold: gold choice per question (None when unlabeled).
+    query: float32 [Q, dq] question embeddings.
+    buckets: ``(N, E)`` budgets; every subgraph must fit one.
+  """
+
+  def __init__(self, subgraphs: Sequence[Subgraph],
+               gold: Sequence[int | None], query: np.ndarray, *,
+               buckets: Sequence[tuple[int, int]], num_choices: int,
+               max_degree: int):
+    self.buckets = [tuple(b) for b in buckets]
+    self.num_questions = len(subgraphs)
+    self.gold = np.array([-1 if g is None else g for g in gold], np.int32)
+    self.query = np.asarray(query, np.float32)
+    if self.query.shape[0] != self.num_questions:
+      raise ValueError(f"{self.query.shape[0]} query rows for "
+                       f"{self.num_questions} questions")
+    members: dict[int, list[int]] = {}
+    for i, s in enumerate(subgraphs):
+      b = choose_bucket(s.num_nodes, s.num_edges, self.buckets)
+      if b < 0:
+        raise ValueError(f"question {i}: subgraph ({s.num_nodes} nodes, "
+                         f"{s.num_edges} edges) fits no bucket in "
+                         f"{self.buckets}")
+      members.setdefault(b, []).append(i)
+    self.members = {b: np.array(ix, np.int64) for b, ix in
+                    sorted(members.items())}
+    self._stacks = {}
+    for b, ix in self.members.items():
+      n, e = self.buckets[b]
+      rows = [pad_subgraph(subgraphs[i], n, e, num_choices, max_degree)
+              for i in ix]
+      rows.append(pad_subgraph(empty_subgraph(max_degree), n, e, num_choices,
+                               max_degree))  # the filler row, last
+      self._stacks[b] = jax.tree.map(lambda *xs: np.stack(xs), *rows)
+
+  def batch(self, bucket: int, positions: np.ndarray, batch_size: int
+            ) -> GraphBatch:
+    """The questions ``members[bucket][positions]``, filled to batch_size."""
+    positions = np.asarray(positions, np.int64)
+    if not 0 < positions.size <= batch_size:
+      raise ValueError(f"need 1..{batch_size} positions")
+    filler = len(self.members[bucket])
+    rows = np.full(batch_size, filler, np.int64)
+    rows[:positions.size] = positions
+    real = np.arange(batch_size) < positions.size
+    index = np.where(real, self.members[bucket][np.minimum(rows, filler - 1)],
+                     -1).astype(np.int32)
+    stacked = jax.tree.map(lambda x: x[rows], self._stacks[bucket])
+    query = np.where(real[:, None], self.query[np.maximum(index, 0)], 0.0)
+    gold = np.where(real, self.gold[np.maximum(index, 0)], -1)
+    return GraphBatch(gold=gold.astype(np.int32), example_mask=real,
+                      example_index=index, query=query.astype(np.float32),
+                      **stacked)
+
+  def epoch_plan(self, seed: int, epoch: int, batch_size: int,
+                 shuffle: bool = True) -> list[tuple[int, np.ndarray]]:
+    """``(bucket, positions)`` of every batch of one epoch, in order."""
+    rng = np.random.default_rng([seed, epoch])
+    plan = []
+    for b, ix in self.members.items():
+      order = rng.permutation(len(ix)) if shuffle else np.arange(len(ix))
+      plan += [(b, order[i:i + batch_size])
+               for i in range(0, len(ix), batch_size)]
+    if shuffle:
+      plan = [plan[i] for i in rng.permutation(len(plan))]
+    return plan
+
+  def batches_per_epoch(self, batch_size: int) -> int:
+    return sum(-(-len(ix) // batch_size) for ix in self.members.values())
+
+  def batch_for_step(self, step: int, seed: int, batch_size: int
+                     ) -> GraphBatch:
+    """The training batch of global step ``step`` (epochs of shuffled
+    batches, deterministic in ``seed``)."""
+    per_epoch = self.batches_per_epoch(batch_size)
+    epoch, k = divmod(step, per_epoch)
+    key = (seed, epoch, batch_size)
+    if getattr(self, "_plan_key", None) != key:
+      self._plan_key, self._plan = key, self.epoch_plan(seed, epoch,
+                                                        batch_size)
+    bucket, positions = self._plan[k]
+    return self.batch(bucket, positions, batch_size)
+
+  def ordered_batches(self, batch_size: int) -> Iterator[GraphBatch]:
+    """Every question once, bucket by bucket (for evaluation)."""
+    for bucket, positions in self.epoch_plan(0, 0, batch_size, shuffle=False):
+      yield self.batch(bucket, positions, batch_size)

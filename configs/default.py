@@ -46,4 +46,54 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.report = ml_collections.ConfigDict()
   config.report.reach_hops = 3
+
+  # Where prepared data lives; "" means <workdir>/prep. Point several runs at
+  # one folder to prepare once.
+  config.prep_dir = ""
+
+  config.text = ml_collections.ConfigDict()
+  config.text.encoder = "static"  # or "minilm"
+  config.text.model_dir = ""      # minilm weights folder ("" = the package's)
+
+  # The RL walker (RACER's GraphAgent).
+  config.walker = ml_collections.ConfigDict()
+  config.walker.hidden = 64
+  config.walker.recurrent = "gru"  # or "lstm"
+  config.walker.num_walkers = 8     # per (question, target)
+  config.walker.max_steps = 3       # T: hops per walk
+  config.walker.prune = True        # semantic action pruning (ablation: off)
+  config.walker.top_k = 16          # K kept actions per node
+  config.walker.prune_weights = (1.0, 1.0, 1.0)  # rel-query, node-query,
+  #                                                node-target similarity
+  config.walker.stop_at_target = True
+
+  # Composite reward; 0 switches a term off.
+  config.reward = ml_collections.ConfigDict()
+  config.reward.step = 0.05
+  config.reward.relation = 0.1
+  config.reward.goal = 0.5
+  config.reward.reach = 1.0
+
+  config.train = ml_collections.ConfigDict()
+  config.train.stage = "walker"
+  config.train.split = "train"
+  config.train.num_steps = 1500
+  config.train.learning_rate = 1e-3
+  config.train.grad_clip = 1.0
+  config.train.p_teacher = 0.5        # follow the BFS teacher (0: ablation)
+  config.train.p_teacher_final = 0.1  # linear schedule over num_steps
+  config.train.temperature = 1.0
+  config.train.gamma = 0.95
+  config.train.entropy_coef = 0.01
+  config.train.teacher_weight = 1.0
+  config.train.teacher_return = 1.0   # R_teacher
+  config.train.log_every = 50
+  config.train.eval_every = 0         # greedy eval on eval.split (0: off)
+  config.train.checkpoint_every = 500
+  config.train.max_to_keep = 3
+  config.train.num_devices = 0        # data-parallel devices (0: all)
+
+  config.eval = ml_collections.ConfigDict()
+  config.eval.split = "dev"
+  config.eval.batch_size = 32
   return config

@@ -16,4 +16,10 @@ def get_config():
   config.subgraph.max_degree = 16
   config.batch.batch_size = 8
   config.batch.buckets = ((32, 128), (64, 512))
+  config.walker.top_k = 8
+  config.train.num_steps = 300
+  config.train.learning_rate = 3e-3
+  config.train.log_every = 25
+  config.train.checkpoint_every = 100
+  config.eval.batch_size = 8
   return config

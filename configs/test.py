@@ -10,4 +10,11 @@ def get_config():
   config.subgraph.max_degree = 8
   config.batch.batch_size = 4
   config.batch.buckets = ((16, 64), (32, 128))
+  config.walker.hidden = 16
+  config.walker.num_walkers = 4
+  config.walker.top_k = 4
+  config.train.num_steps = 20
+  config.train.log_every = 5
+  config.train.checkpoint_every = 10
+  config.eval.batch_size = 4
   return config

@@ -1,0 +1,57 @@
+r"""Evaluates a trained walker from its checkpoint.
+
+  python launch/evaluate.py --workdir=runs/demo
+  python launch/evaluate.py --workdir=runs/csqa --data_dir=../shared/data \
+      --split=dev --step=3000
+
+Uses the config saved in the workdir unless ``--config`` is given. Prints
+the figures; the last line is one JSON object (``path_hit_rate``,
+``oracle_hit_rate``, ``mean_path_length``, ...).
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags, logging  # noqa: E402
+import ml_collections  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from racer_jax.eval import walker_eval  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Configuration file (default: <workdir>/config.json).")
+_DATA_DIR = flags.DEFINE_string(
+    "data_dir", None, "Data directory (default: $RACER_DATA_DIR).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
+                               required=True)
+_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: "
+                             "the newest).")
+_SPLIT = flags.DEFINE_string("split", None, "Split (default: eval.split).")
+_PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  config = _CONFIG.value
+  if config is None:
+    path = os.path.join(_WORKDIR.value, "config.json")
+    if not os.path.exists(path):
+      raise app.UsageError(f"{path} not found: pass --config or train first")
+    with open(path, encoding="utf-8") as f:
+      config = ml_collections.ConfigDict(json.load(f))
+  figures = walker_eval.evaluate(config, _DATA_DIR.value, _WORKDIR.value,
+                                 step=_STEP.value, split=_SPLIT.value,
+                                 progress=_PROGRESS.value)
+  width = max(map(len, figures))
+  for k, v in figures.items():
+    print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
+          f"{k:<{width}}  {v}")
+  print(json.dumps(figures, sort_keys=True))
+
+
+if __name__ == "__main__":
+  app.run(main)

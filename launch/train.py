@@ -1,0 +1,47 @@
+r"""Trains the walker (RACER's GraphAgent).
+
+  python launch/train.py --config=configs/demo.py --workdir=runs/demo
+  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+      --workdir=runs/csqa --config.train.num_steps=3000
+
+Prepares the data if needed (cached under ``<workdir>/prep`` or
+``--config.prep_dir``), trains with a progress bar, logs metrics to
+``<workdir>/metrics.jsonl`` and TensorBoard event files, and checkpoints to
+``<workdir>/checkpoints``. Re-running with the same workdir resumes.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from racer_jax.driver import train_walker  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", os.path.join(os.path.dirname(__file__), "..", "configs",
+                           "default.py"), "Configuration file.")
+_DATA_DIR = flags.DEFINE_string(
+    "data_dir", None, "Data directory (default: $RACER_DATA_DIR).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
+                               required=True)
+_PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  config = _CONFIG.value
+  if config.train.stage != "walker":
+    raise app.UsageError(f"train.stage={config.train.stage!r}: only "
+                         "'walker' exists so far")
+  metrics = train_walker.train(config, _DATA_DIR.value, _WORKDIR.value,
+                               progress=_PROGRESS.value)
+  print(json.dumps({"workdir": _WORKDIR.value, **metrics}, sort_keys=True))
+
+
+if __name__ == "__main__":
+  app.run(main)

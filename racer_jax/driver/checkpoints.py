@@ -1,0 +1,67 @@
+"""Orbax checkpoints of the train state plus a JSON record.
+
+Restoring uses abstract targets built from a freshly initialized state, so
+optax states come back with their own types. If the newest checkpoint cannot
+be read (a crash mid-write, a corrupt file) the previous one is used and the
+fallback is reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+  """``save(step, state, record)`` / ``restore_latest(template)``."""
+
+  def __init__(self, directory, max_to_keep: int = 3):
+    self.directory = Path(directory).resolve()
+    self.manager = ocp.CheckpointManager(
+        self.directory, options=ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True))
+
+  def save(self, step: int, state, record: dict) -> None:
+    self.manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
+    self.manager.wait_until_finished()
+
+  def all_steps(self) -> list[int]:
+    return sorted(self.manager.all_steps())
+
+  def restore(self, step: int, template) -> tuple[Any, dict]:
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+    out = self.manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract),
+        record=ocp.args.JsonRestore()))
+    return out.state, dict(out.record or {})
+
+  def restore_latest(self, template, step: int | None = None,
+                     log: Callable[[str], None] = print
+                     ) -> tuple[Any, dict, int] | None:
+    """Restores ``step`` (or the newest readable checkpoint).
+
+    Returns ``(state, record, step)`` or None when there is no checkpoint.
+    """
+    steps = self.all_steps()
+    if step is not None:
+      if step not in steps:
+        raise FileNotFoundError(f"no checkpoint for step {step} in "
+                                f"{self.directory} (have {steps})")
+      state, record = self.restore(step, template)
+      return state, record, step
+    for candidate in reversed(steps):
+      try:
+        state, record = self.restore(candidate, template)
+      except Exception as e:  # noqa: BLE001 - any unreadable checkpoint
+        log(f"checkpoint {candidate} in {self.directory} is unreadable "
+            f"({type(e).__name__}: {e}); falling back to an older one")
+        continue
+      return state, record, candidate
+    return None
+
+  def close(self) -> None:
+    self.manager.close()

@@ -1,0 +1,40 @@
+"""Objects every walker driver builds the same way from a config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from racer_jax.rl import reward as reward_lib
+from racer_jax.rl import train as train_lib
+from racer_jax.rl.policy import WalkerPolicy
+from racer_jax.rl.rollout import RolloutConfig
+
+
+def walker_train_config(config) -> train_lib.WalkerTrainConfig:
+  """The static update settings from an ``ml_collections`` config."""
+  w, t, r = config.walker, config.train, config.reward
+  return train_lib.WalkerTrainConfig(
+      rollout=RolloutConfig(
+          max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
+          prune_weights=tuple(float(x) for x in w.prune_weights),
+          stop_at_target=w.stop_at_target, temperature=t.temperature),
+      num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
+      teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
+      reward=reward_lib.RewardWeights(step=r.step, relation=r.relation,
+                                      goal=r.goal, reach=r.reach))
+
+
+def make_policy(config) -> WalkerPolicy:
+  return WalkerPolicy(hidden=config.walker.hidden,
+                      recurrent=config.walker.recurrent)
+
+
+def p_teacher_at(config, step: int) -> float:
+  """Linear schedule from ``train.p_teacher`` to ``train.p_teacher_final``."""
+  t = config.train
+  frac = min(step / max(t.num_steps, 1), 1.0)
+  return float(t.p_teacher + frac * (t.p_teacher_final - t.p_teacher))
+
+
+def prep_dir_of(config, workdir) -> Path:
+  return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"

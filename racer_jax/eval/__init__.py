@@ -1,0 +1,1 @@
+"""Evaluation runners, metrics and reports."""

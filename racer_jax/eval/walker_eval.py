@@ -1,0 +1,146 @@
+"""Goal-conditioned evaluation of the walker from a checkpoint.
+
+For every question and every choice, greedy walkers start from the question
+concepts toward that choice's concepts (as RACER does at inference). Figures:
+
+* ``path_hit_rate``: labeled questions whose gold choice was reached within
+  ``max_steps`` hops by at least one walker (questions without a question
+  concept or a grounded gold choice count as misses);
+* ``oracle_hit_rate``: questions whose gold choice is reachable within
+  ``max_steps`` hops in the subgraph (the BFS upper bound);
+* ``path_hit_rate_reachable``: hit rate among the oracle-reachable questions;
+* ``mean_path_length``: hops of the shortest reaching walk, over hits;
+* ``teacher_agreement``: greedy action == teacher action, over walker steps;
+* ``gold_reach_rate`` / ``distractor_reach_rate``: per-choice reach.
+
+Per-question results (reach per choice, the gold choice's reaching paths as
+``concept --relation--> concept``) go to ``eval/<split>_step<N>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import jax
+import numpy as np
+import tqdm
+
+from racer_jax.driver import common
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.inputs import load_workspace
+from racer_jax.rl import train as train_lib
+
+
+def _path_text(kg, concepts, nodes, relations) -> str:
+  parts = [kg.concepts[concepts[nodes[0]]]]
+  for t, r in enumerate(relations):
+    if r < 0:
+      break
+    parts.append(f"--{kg.relations[r]}--> {kg.concepts[concepts[nodes[t + 1]]]}")
+  return " ".join(parts)
+
+
+def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
+             batch_size: int, *, rows_file=None, progress: bool = False,
+             desc: str = "evaluate") -> dict:
+  """Runs the jitted goal-conditioned evaluation over a split.
+
+  Args:
+    evaluate_fn: from :func:`racer_jax.rl.train.make_eval_step`.
+    data: a :class:`~racer_jax.driver.inputs.SplitData`.
+    rows_file: an open text file for per-question JSON lines, or None.
+  """
+  totals = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
+                agree=0, decisions=0, gold_reach=0, gold_valid=0,
+                distractor_reach=0, distractor_valid=0)
+  n_batches = data.dataset.batches_per_epoch(batch_size)
+  for batch in tqdm.tqdm(data.dataset.ordered_batches(batch_size),
+                         total=n_batches, desc=desc, disable=not progress):
+    out = jax.device_get(evaluate_fn(params, batch, concept_emb,
+                                     relation_emb))
+    concepts = batch.graphs.nodes["concept"]
+    for row in np.nonzero(batch.example_mask)[0]:
+      ex = data.examples[int(batch.example_index[row])]
+      gold = ex.answer_index
+      record = {"id": ex.id, "gold": gold,
+                "reached": out["reached"][row].tolist(),
+                "oracle": out["oracle"][row].tolist()}
+      if gold is not None:
+        totals["labeled"] += 1
+        hit = bool(out["reached"][row, gold])
+        orc = bool(out["oracle"][row, gold])
+        totals["hit"] += hit
+        totals["oracle"] += orc
+        totals["hit_and_oracle"] += hit and orc
+        totals["length"] += int(out["length"][row, gold]) if hit else 0
+        totals["agree"] += int(out["agree"][row, gold])
+        totals["decisions"] += int(out["decisions"][row, gold])
+        for c in range(len(ex.choices)):
+          if out["valid"][row, c]:
+            key = "gold" if c == gold else "distractor"
+            totals[f"{key}_valid"] += 1
+            totals[f"{key}_reach"] += bool(out["reached"][row, c])
+        if rows_file is not None:
+          record["gold_paths"] = sorted({
+              _path_text(kg, concepts[row], out["nodes"][row, gold, w],
+                         out["relations"][row, gold, w])
+              for w in np.nonzero(out["walk_reached"][row, gold])[0]})
+      if rows_file is not None:
+        rows_file.write(json.dumps(record) + "\n")
+  n = max(totals["labeled"], 1)
+  return {
+      "questions": len(data.examples), "labeled": totals["labeled"],
+      "path_hit_rate": totals["hit"] / n,
+      "oracle_hit_rate": totals["oracle"] / n,
+      "path_hit_rate_reachable": totals["hit_and_oracle"] / max(
+          totals["oracle"], 1),
+      "mean_path_length": totals["length"] / max(totals["hit"], 1),
+      "teacher_agreement": totals["agree"] / max(totals["decisions"], 1),
+      "gold_reach_rate": totals["gold_reach"] / max(totals["gold_valid"], 1),
+      "distractor_reach_rate": totals["distractor_reach"] / max(
+          totals["distractor_valid"], 1),
+  }
+
+
+def evaluate(config, data_dir, workdir, *, step: int | None = None,
+             split: str | None = None, progress: bool = True,
+             log: Callable[[str], None] = print) -> dict:
+  """Evaluates a checkpoint of ``workdir`` on ``split``; returns figures."""
+  workdir = Path(workdir)
+  split = split or config.eval.split
+  ws = load_workspace(config, data_dir,
+                      common.prep_dir_of(config, workdir), [split],
+                      progress=progress, log=log)
+  policy = common.make_policy(config)
+  optimizer = train_lib.make_optimizer(config.train.learning_rate,
+                                       config.train.grad_clip)
+  template = train_lib.create_train_state(policy, optimizer, config.seed,
+                                          ws.concept_emb.shape[1])
+  ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
+  restored = ckpt.restore_latest(template, step=step, log=log)
+  ckpt.close()
+  if restored is None:
+    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}: "
+                            "run launch/train.py first")
+  state, _, step = restored
+  evaluate_fn = train_lib.make_eval_step(
+      policy, common.walker_train_config(config))
+  out_dir = workdir / "eval"
+  out_dir.mkdir(exist_ok=True)
+  rows_path = out_dir / f"{split}_step{step}.jsonl"
+  with open(rows_path, "w", encoding="utf-8") as f:
+    figures = run_eval(evaluate_fn, state.params, ws.splits[split], ws.kg,
+                       ws.concept_emb, ws.relation_emb,
+                       config.eval.batch_size, rows_file=f,
+                       progress=progress, desc=f"evaluate {split}")
+    f.flush()
+    os.fsync(f.fileno())
+  figures = {"split": split, "step": step, **figures,
+             "max_steps": config.walker.max_steps,
+             "per_question_file": str(rows_path)}
+  (out_dir / f"{split}_step{step}.metrics.json").write_text(
+      json.dumps(figures, indent=1))
+  return figures

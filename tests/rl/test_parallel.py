@@ -1,0 +1,57 @@
+"""Data-parallel update on 8 (forced host) devices equals 1 device."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import REPO
+
+SCRIPT = textwrap.dedent("""
+    import sys, tempfile
+    sys.path.insert(0, {repo!r})
+    import jax, numpy as np
+    assert jax.device_count() == 8, jax.devices()
+    from configs import test as test_config
+    from racer_jax.driver import common
+    from racer_jax.driver.inputs import load_workspace
+    from racer_jax.rl import parallel, train as train_lib
+
+    config = test_config.get_config()
+    ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
+                        progress=False, log=lambda _: None)
+    data = ws.splits["train"].dataset
+    policy = common.make_policy(config)
+    opt = train_lib.make_optimizer(config.train.learning_rate, 1.0)
+    cfg = common.walker_train_config(config)
+    finals = []
+    for devices in (1, 8):
+      mesh = parallel.make_mesh(devices)
+      state = parallel.replicate(mesh, train_lib.create_train_state(
+          policy, opt, 0, ws.concept_emb.shape[1]))
+      update = train_lib.make_train_step(policy, opt, cfg)
+      cemb = parallel.replicate(mesh, ws.concept_emb)
+      remb = parallel.replicate(mesh, ws.relation_emb)
+      for step in range(4):
+        batch = parallel.shard_batch(mesh, data.batch_for_step(step, 0, 8))
+        if devices == 8:
+          leaf = batch.node_mask
+          assert len(leaf.sharding.device_set) == 8, leaf.sharding
+        state, metrics = update(state, batch, cemb, remb, np.float32(0.5))
+      finals.append(jax.device_get(state.params))
+    diffs = jax.tree.leaves(jax.tree.map(
+        lambda a, b: float(np.max(np.abs(a - b))), *finals))
+    print("max abs diff", max(diffs))
+    assert max(diffs) < 1e-4, max(diffs)
+    print("OK")
+""")
+
+
+def test_eight_devices_match_one():
+  env = dict(os.environ,
+             XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             JAX_PLATFORMS="cpu")
+  out = subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO))],
+                       capture_output=True, text=True, env=env, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "OK" in out.stdout, out.stdout

@@ -51,6 +51,8 @@ def edge_scores(neighbors, neighbor_mask, receivers, relation, node_emb,
   recv = receivers[neighbors]          # [N, D]
   score = (w_rel * rel_sim[relation[neighbors]] + w_query * node_q[recv] +
            w_target * node_t[recv])
+  # -0.0 -> +0.0: top_k orders +0 above -0; exact ties must go by index.
+  score = jnp.where(score == 0, 0.0, score)
   return jnp.where(neighbor_mask, score, -jnp.inf)
 
 

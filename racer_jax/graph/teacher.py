@@ -48,8 +48,8 @@ def teacher_actions(dist, action_edge, action_mask, action_score, receivers):
 
   Among a node's (pruned) actions, those leading to a node one hop closer to
   the targets; of these the one with the highest semantic score. STOP (index
-  ``K``) at a target, where the target is unreachable, or where pruning
-  removed every closer neighbor.
+  ``K``) at a target, where the target is unreachable, or where pruning (or
+  the neighbor-table cap ``max_degree``) removed every closer neighbor.
 
   Args:
     dist: int32 [N] from :func:`bfs_distance`.

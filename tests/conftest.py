@@ -63,10 +63,11 @@ def demo_kg():
   return store.build_graph(triples)[0]
 
 
-def random_graph(seed: int, num_concepts: int = 60, num_triples: int = 150):
-  """A random merged-relation graph and the rng that made it."""
+def random_triples(seed: int, num_concepts: int = 60, num_triples: int = 150):
+  """Random merged-relation triples (self-loops and duplicates included)
+  and the rng that made them."""
   import numpy as np
-  from racer_jax.kg import ingest, relations, store
+  from racer_jax.kg import ingest, relations
   rng = np.random.default_rng(seed)
   t = ingest.Triples(
       concepts=[f"c{i}" for i in range(num_concepts)],
@@ -75,7 +76,14 @@ def random_graph(seed: int, num_concepts: int = 60, num_triples: int = 150):
           np.int32),
       tail=rng.integers(0, num_concepts, num_triples),
       weight=rng.uniform(0.5, 3, num_triples).astype(np.float32))
-  return store.build_graph(t)[0], rng
+  return t, rng
+
+
+def random_graph(seed: int, num_concepts: int = 60, num_triples: int = 150):
+  """A random merged-relation graph and the rng that made it."""
+  from racer_jax.kg import store
+  triples, rng = random_triples(seed, num_concepts, num_triples)
+  return store.build_graph(triples)[0], rng
 
 
 @pytest.fixture

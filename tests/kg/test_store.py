@@ -3,22 +3,12 @@
 import numpy as np
 import pytest
 
-from racer_jax.kg import ingest, relations, store
-
-
-def _random_triples(rng, num_concepts=40, num_triples=200):
-  return ingest.Triples(
-      concepts=[f"c{i}" for i in range(num_concepts)],
-      head=rng.integers(0, num_concepts, num_triples),
-      rel=rng.integers(0, relations.NUM_RELATIONS, num_triples).astype(
-          np.int32),
-      tail=rng.integers(0, num_concepts, num_triples),
-      weight=rng.uniform(0.5, 3, num_triples).astype(np.float32))
+from racer_jax.kg import relations, store
+from tests.conftest import random_triples
 
 
 def test_csr_matches_triples_and_inverses():
-  rng = np.random.default_rng(0)
-  t = _random_triples(rng)
+  t, _ = random_triples(0, 40, 200)
   graph, report = store.build_graph(t)
   r = relations.NUM_RELATIONS
   expected = set()
@@ -40,7 +30,7 @@ def test_csr_matches_triples_and_inverses():
 
 
 def test_edge_ids_pair_with_inverses():
-  graph, _ = store.build_graph(_random_triples(np.random.default_rng(1)))
+  graph, _ = store.build_graph(random_triples(1, 40, 200)[0])
   src = np.repeat(np.arange(graph.num_concepts), graph.degrees())
   by_id = {int(e): (int(s), int(r), int(d)) for s, r, d, e in zip(
       src, graph.rel, graph.dst, graph.edge_id)}
@@ -51,7 +41,7 @@ def test_edge_ids_pair_with_inverses():
 
 
 def test_save_load_memory_mapped(tmp_path):
-  graph, _ = store.build_graph(_random_triples(np.random.default_rng(2)))
+  graph, _ = store.build_graph(random_triples(2, 40, 200)[0])
   path = tmp_path / "kg.npz"
   graph.save(path)
   loaded = store.KnowledgeGraph.load(path)

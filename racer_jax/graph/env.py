@@ -21,13 +21,14 @@ class WalkGraph:
 
   Attributes:
     action_edge: int32 [N, K] local edge ids; action_mask: bool [N, K].
-    receivers: int32 [E]; relation: int32 [E].
+    action_node: int32 [N, K] the node each action leads to.
+    action_relation: int32 [N, K] the relation of each action.
     is_target: bool [N].
   """
   action_edge: jax.Array
   action_mask: jax.Array
-  receivers: jax.Array
-  relation: jax.Array
+  action_node: jax.Array
+  action_relation: jax.Array
   is_target: jax.Array
 
   @property
@@ -89,11 +90,14 @@ def step(graph: WalkGraph, state: WalkState, action, *,
   k = graph.action_edge.shape[1]
   max_steps = state.path_edges.shape[0]
   action = jnp.asarray(action, jnp.int32)
-  slot = jnp.minimum(action, k - 1)
-  moved = (~state.done) & (action < k) & graph.action_mask[state.node, slot]
-  edge = jnp.where(moved, graph.action_edge[state.node, slot], -1)
-  node = jnp.where(moved, graph.receivers[jnp.maximum(edge, 0)], state.node)
-  relation = jnp.where(moved, graph.relation[jnp.maximum(edge, 0)], -1)
+  # Select the action's slot from the node's rows with a one-hot sum: K is
+  # small, and this avoids a chain of dependent gathers.
+  hit = jnp.arange(k) == action
+  pick = lambda row: jnp.sum(jnp.where(hit, row, 0))
+  moved = (~state.done) & jnp.any(hit & graph.action_mask[state.node])
+  edge = jnp.where(moved, pick(graph.action_edge[state.node]), -1)
+  node = jnp.where(moved, pick(graph.action_node[state.node]), state.node)
+  relation = jnp.where(moved, pick(graph.action_relation[state.node]), -1)
   t = state.t + moved.astype(jnp.int32)
   reached = state.reached | (moved & graph.is_target[node])
   done = state.done | ~moved | (t >= max_steps)

@@ -56,6 +56,27 @@ def edge_scores(neighbors, neighbor_mask, receivers, relation, node_emb,
   return jnp.where(neighbor_mask, score, -jnp.inf)
 
 
+def top_k_by_rank(score, k: int):
+  """``jax.lax.top_k`` over a short last axis (D ~ 32) by pairwise ranks.
+
+  Equal scores rank by lower index. XLA's TopK is a sort per row; counting,
+  for each slot, how many slots beat it is a few fused vector ops instead,
+  several times faster at these sizes on CPU.
+
+  Returns:
+    ``(values [..., k], indices [..., k])`` in descending order.
+  """
+  d = score.shape[-1]
+  slot = jnp.arange(d)
+  a, b = score[..., :, None], score[..., None, :]
+  beats = (a > b) | ((a == b) & (slot[:, None] < slot[None, :]))
+  rank = jnp.sum(beats, axis=-2)                           # [..., D]
+  # The slot of rank r, for r < k (ranks are a permutation of 0..D-1).
+  idx = jnp.sum(jnp.where(rank[..., None, :] == jnp.arange(k)[:, None], slot,
+                          0), axis=-1)
+  return jnp.take_along_axis(score, idx, axis=-1), idx
+
+
 def prune_actions(neighbors, neighbor_mask, receivers, relation, node_emb,
                   rel_emb, query, target, *, k: int, weights,
                   enabled: bool = True) -> Actions:
@@ -69,7 +90,7 @@ def prune_actions(neighbors, neighbor_mask, receivers, relation, node_emb,
   if not enabled or k >= neighbors.shape[1]:
     return Actions(edge=jnp.where(neighbor_mask, neighbors, 0),
                    mask=neighbor_mask, score=score)
-  top, idx = jax.lax.top_k(score, k)                       # [N, K]
+  top, idx = top_k_by_rank(score, k)                        # [N, K]
   mask = jnp.take_along_axis(neighbor_mask, idx, axis=1) & (top > -jnp.inf)
   edge = jnp.take_along_axis(neighbors, idx, axis=1)
   return Actions(edge=jnp.where(mask, edge, 0), mask=mask,

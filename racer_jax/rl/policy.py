@@ -81,10 +81,14 @@ class WalkerPolicy(nn.Module):
     s = jnp.tanh(tables["ctx"][node] +
                  self.state_history(self._hidden(carry)))
     s = jnp.tanh(self.state_out(s))                               # [H]
-    actions = (tables["act_rel"][action_relation] +
-               tables["act_node"][action_node])                   # [K, H]
+    # <act_rel[r] + act_node[v], s> = (act_rel @ s)[r] + (act_node @ s)[v]:
+    # score every relation and node once, then gather K scalars (no [K, H]
+    # gather, and a dense backward pass).
+    by_relation = tables["act_rel"] @ s                           # [R2]
+    by_node = tables["act_node"] @ s                              # [N]
     stop = jnp.dot(self.stop, s) + self.stop_bias
-    return jnp.concatenate([actions @ s, stop[None]])
+    return jnp.concatenate([by_relation[action_relation] +
+                            by_node[action_node], stop[None]])
 
   def __call__(self, node_emb, rel_emb, query, target):
     """Touches every parameter (for ``init``); returns start logits."""

@@ -4,7 +4,9 @@ over walkers and questions.
 At each step a walker follows the BFS teacher with probability
 ``p_teacher``; otherwise it samples from the policy at ``temperature``
 (or takes the argmax in greedy mode). Log-probabilities are of the policy
-itself (temperature 1), which is what the losses differentiate.
+itself (temperature 1), which is what the losses differentiate. Each step
+draws two uniforms per walker from ``fold_in(rng, t)``: one for the
+teacher coin, one for inverse-CDF sampling.
 """
 
 from __future__ import annotations
@@ -97,8 +99,6 @@ class Prepared:
   rewards: reward_lib.RewardTables
   teacher: jax.Array        # int32 [N] teacher action per node
   distance: jax.Array       # int32 [N] hops to the targets
-  action_relation: jax.Array  # int32 [N, K]
-  action_node: jax.Array      # int32 [N, K]
 
 
 def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
@@ -116,16 +116,32 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
                                            inputs.receivers)
   tables = policy.apply(params, inputs.node_emb, rel_emb, inputs.query,
                         inputs.target, method=WalkerPolicy.prepare)
-  graph = env.WalkGraph(action_edge=actions.edge, action_mask=actions.mask,
-                        receivers=inputs.receivers, relation=inputs.relation,
-                        is_target=inputs.is_target & inputs.node_mask)
+  graph = env.WalkGraph(
+      action_edge=actions.edge, action_mask=actions.mask,
+      action_node=inputs.receivers[actions.edge],
+      action_relation=inputs.relation[actions.edge],
+      is_target=inputs.is_target & inputs.node_mask)
   return Prepared(
       graph=graph, tables=tables,
       rewards=reward_lib.reward_tables(inputs.node_emb, rel_emb, inputs.query,
                                        inputs.target, graph.is_target),
-      teacher=teacher_action, distance=distance,
-      action_relation=inputs.relation[actions.edge],
-      action_node=inputs.receivers[actions.edge])
+      teacher=teacher_action, distance=distance)
+
+
+def sample_categorical(probs, u):
+  """Inverse-CDF sample of index i with probability ``probs[i]`` from one
+  uniform ``u`` in [0, 1) (cheaper than Gumbel-max: one random number per
+  walker and step instead of one per action)."""
+  cdf = jnp.cumsum(probs)
+  index = jnp.sum(cdf <= u * cdf[-1])
+  return jnp.minimum(index, probs.shape[-1] - 1).astype(jnp.int32)
+
+
+def first_argmax(x):
+  """``argmax`` as max + smallest matching index (faster on CPU than the
+  variadic reduction ``jnp.argmax`` lowers to)."""
+  hit = x == jnp.max(x)
+  return jnp.min(jnp.where(hit, jnp.arange(x.shape[-1]), x.shape[-1]))
 
 
 def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
@@ -140,30 +156,35 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
     state, carry = loop
     node = state.node
     logits = policy.apply(params, tables, carry, node,
-                          prep.action_relation[node], prep.action_node[node],
+                          graph.action_relation[node], graph.action_node[node],
                           method=WalkerPolicy.logits)
     valid = env.valid_actions(graph, state)
     log_probs = masked_log_softmax(logits, valid)
-    key_sample, key_teacher = jax.random.split(jax.random.fold_in(rng, t))
-    sampled = jax.random.categorical(
-        key_sample, jnp.where(valid, logits / cfg.temperature, MASKED_LOGIT))
-    greedy = jnp.argmax(log_probs)
+    probs = jnp.exp(log_probs)
+    u_sample, u_teacher = jax.random.uniform(jax.random.fold_in(rng, t), (2,))
+    if cfg.temperature == 1.0:
+      sample_probs = jax.lax.stop_gradient(probs)
+    else:
+      sample_probs = jax.nn.softmax(jnp.where(
+          valid, jax.lax.stop_gradient(logits) / cfg.temperature,
+          MASKED_LOGIT))
+    sampled = sample_categorical(sample_probs, u_sample)
+    greedy = first_argmax(log_probs)
     teacher_action = jnp.where(state.done, graph.num_actions - 1,
                                prep.teacher[node])
-    forced = (~state.done) & (jax.random.uniform(key_teacher) < p_teacher)
+    forced = (~state.done) & (u_teacher < p_teacher)
     if cfg.greedy:
       action, forced = greedy, jnp.zeros_like(forced)
     else:
       action = jnp.where(forced, teacher_action, sampled)
-    next_state, moved, edge = env.step(graph, state, action,
-                                       stop_at_target=cfg.stop_at_target)
-    relation = jnp.where(moved, graph.relation[jnp.maximum(edge, 0)], -1)
+    next_state, moved, _ = env.step(graph, state, action,
+                                    stop_at_target=cfg.stop_at_target)
+    relation = jnp.where(moved, next_state.path_relations[state.t], -1)
     r = reward_lib.step_reward(weights, prep.rewards, moved, relation, node,
                                next_state.node)
     advanced = policy.apply(params, tables, carry, jnp.maximum(relation, 0),
                             next_state.node, method=WalkerPolicy.advance)
     carry = jax.tree.map(lambda a, b: jnp.where(moved, a, b), advanced, carry)
-    probs = jnp.exp(log_probs)
     entropy = -jnp.sum(jnp.where(valid, probs * log_probs, 0.0))
     out = dict(action=action.astype(jnp.int32), log_prob=log_probs[action],
                entropy=entropy, teacher_forced=forced,
@@ -173,7 +194,7 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
     return (next_state, carry), out
 
   (final, _), out = jax.lax.scan(body, (state, carry),
-                                 jnp.arange(cfg.max_steps))
+                                 jnp.arange(cfg.max_steps), unroll=True)
   return Trajectory(
       nodes=final.path_nodes, edges=final.path_edges,
       relations=final.path_relations, reached=final.reached,

@@ -12,7 +12,6 @@ from configs import test as test_config
 from racer_jax.data import cache, prepare
 from racer_jax.errors import ConfigError, DataError
 from racer_jax.kg import store
-from racer_jax.kg.grounding import Grounder
 from racer_jax.kg.subgraph import SubgraphExtractor
 from tests.conftest import REPO
 

@@ -8,7 +8,6 @@ import sys
 
 import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

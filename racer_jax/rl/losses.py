@@ -1,11 +1,14 @@
-"""Losses, one function each, written for a single trajectory of T steps
-(rlax style); the caller ``vmap``s over walkers and questions.
+"""Losses, one function each, written for a single trajectory (rlax style);
+the caller ``vmap``s over walkers and questions. RACER's walker: REINFORCE,
+teacher, entropy, leave-one-out baseline. HyGRL: BCE imitation, SCST over
+Plackett-Luce beam samples, pairwise margin ranking.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import optax
 
 
 def discounted_returns(reward, active, gamma: float):
@@ -50,3 +53,50 @@ def leave_one_out_baseline(returns, valid):
   count = jnp.sum(v)
   others = jnp.maximum(count - v, 1.0)
   return jnp.where(count > 1, (total - returns * v) / others, 0.0)
+
+
+# -- HyGRL -----------------------------------------------------------------
+
+
+def bce_imitation_loss(logits, labels, mask):
+  """Binary cross-entropy of σ(logits) against 0/1 ``labels`` where
+  ``mask``; the mean over masked entries (0 if none). Shapes: [...]."""
+  w = mask.astype(logits.dtype)
+  per = optax.sigmoid_binary_cross_entropy(logits,
+                                           labels.astype(logits.dtype))
+  return jnp.sum(per * w) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+def plackett_luce_log_prob(logits, candidates, chosen):
+  """log-probability of drawing ``chosen`` in order, without replacement,
+  from the candidates with weights ``exp(logits)`` (what a Gumbel top-k
+  sample is distributed as).
+
+  Args:
+    logits: float [N]; candidates: bool [N]; chosen: int32 [k] node ids in
+      order, -1 padding (padding contributes 0).
+  """
+  def body(remaining, c):
+    valid = c >= 0
+    z = jax.nn.logsumexp(jnp.where(remaining, logits, -jnp.inf))
+    term = jnp.where(valid, logits[jnp.maximum(c, 0)] - z, 0.0)
+    remaining = remaining & ~((jnp.arange(logits.shape[0]) == c) & valid)
+    return remaining, term
+  _, terms = jax.lax.scan(body, candidates, chosen)
+  return jnp.sum(terms)
+
+
+def scst_loss(log_prob_sample, reward_sample, reward_greedy, gamma=1.0):
+  """Self-critical sequence training for one question: the greedy run of the
+  same policy is the baseline, advantage ``r_s − γ·r_g``."""
+  advantage = jax.lax.stop_gradient(reward_sample - gamma * reward_greedy)
+  return -advantage * log_prob_sample
+
+
+def margin_ranking_loss(score_a, score_b, preference, margin=1.0):
+  """PyTorch's MarginRankingLoss per pair: ``max(0, −y·(a − b) + margin)``
+  with ``y = +1`` when a should rank higher, −1 when b should, 0 to skip
+  (contributes 0). Shapes: [...]."""
+  y = preference.astype(score_a.dtype)
+  loss = jnp.maximum(0.0, -y * (score_a - score_b) + margin)
+  return jnp.where(preference != 0, loss, 0.0)

@@ -114,3 +114,26 @@ def masked_log_softmax(logits, mask):
   """log-probabilities over unmasked entries; masked ones get about -1e9
   (probability exactly 0 in float32)."""
   return jax.nn.log_softmax(jnp.where(mask, logits, MASKED_LOGIT))
+
+
+class HyGRLPolicy(nn.Module):
+  """HyGRL's light policy: P(a) = σ(MLP([S ‖ A])).
+
+  S is the sliding window of the last ``window`` sequence nodes' features
+  (zero rows for padding), A a candidate's features. The first layer is
+  split into its S and A parts, so S is projected once per state and added
+  to every candidate's projection (the same as concatenating).
+  """
+  hidden_sizes: tuple[int, ...] = (512, 256, 128)
+
+  @nn.compact
+  def __call__(self, window_features, candidate_features):
+    """Logits [N] for candidate features [N, F_a] given window features
+    [Lw, F_s]."""
+    first = self.hidden_sizes[0]
+    s = nn.Dense(first, name="state")(window_features.reshape(-1))
+    h = nn.relu(nn.Dense(first, use_bias=False, name="candidate")(
+        candidate_features) + s[None])
+    for i, size in enumerate(self.hidden_sizes[1:]):
+      h = nn.relu(nn.Dense(size, name=f"hidden_{i}")(h))
+    return nn.Dense(1, name="out")(h)[..., 0]

@@ -66,6 +66,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.walker.prune_weights = (1.0, 1.0, 1.0)  # rel-query, node-query,
   #                                                node-target similarity
   config.walker.stop_at_target = True
+  # HyGRL's fused heuristic as an extra pruning score (0: off); its fusion
+  # weights are calibrated at the start of training (see config.hygrl).
+  config.walker.heuristic_weight = 0.0
 
   # Composite reward; 0 switches a term off.
   config.reward = ml_collections.ConfigDict()
@@ -92,6 +95,29 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.checkpoint_every = 500
   config.train.max_to_keep = 3
   config.train.num_devices = 0        # data-parallel devices (0: all)
+
+  # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.
+  config.method = "racer"  # or "hygrl"
+  config.hygrl = ml_collections.ConfigDict()
+  config.hygrl.hidden_sizes = (512, 256, 128)  # the paper's MLP
+  config.hygrl.beam_width = 4
+  config.hygrl.tau = 0.3               # confidence threshold on P(a)
+  config.hygrl.heuristic_tau = 0.3     # the same for HyGRL-Heuristic
+  config.hygrl.max_depth = 3           # D_max
+  config.hygrl.max_nodes = 12          # L: nodes the search may add
+  config.hygrl.window = 4              # sliding window of sequence nodes
+  config.hygrl.restart_prob = 0.15     # PPR restart probability
+  config.hygrl.ppr_iters = 80
+  config.hygrl.calibration_questions = 512
+  config.hygrl.label_high = 0.7        # imitation: fused S >= -> positive
+  config.hygrl.label_low = 0.3         # fused S <= -> negative
+  config.hygrl.pairs_per_step = 8
+  config.hygrl.margin = 1.0
+  config.hygrl.margin_weight = 0.5     # λ in L = L_SCST + λ L_MR
+  config.hygrl.scst_gamma = 1.0        # advantage r_sample - γ r_greedy
+  config.hygrl.imitation_steps = 300
+  config.hygrl.rl_steps = 700
+  config.hygrl.learning_rate = 1e-3
 
   config.eval = ml_collections.ConfigDict()
   config.eval.split = "dev"

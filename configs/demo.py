@@ -22,4 +22,9 @@ def get_config():
   config.train.log_every = 25
   config.train.checkpoint_every = 100
   config.eval.batch_size = 8
+  config.hygrl.hidden_sizes = (64, 32)
+  config.hygrl.max_nodes = 8
+  config.hygrl.calibration_questions = 32
+  config.hygrl.imitation_steps = 60
+  config.hygrl.rl_steps = 120
   return config

@@ -17,4 +17,8 @@ def get_config():
   config.train.log_every = 5
   config.train.checkpoint_every = 10
   config.eval.batch_size = 4
+  config.hygrl.hidden_sizes = (16, 8)
+  config.hygrl.max_nodes = 6
+  config.hygrl.imitation_steps = 6
+  config.hygrl.rl_steps = 8
   return config

@@ -5,8 +5,11 @@ r"""Evaluates a trained walker from its checkpoint.
       --split=dev --step=3000
 
 Uses the config saved in the workdir unless ``--config`` is given. Prints
-the figures; the last line is one JSON object (``path_hit_rate``,
-``oracle_hit_rate``, ``mean_path_length``, ...).
+the figures; the last line is one JSON object: for the walker
+``path_hit_rate``, ``oracle_hit_rate``, ``mean_path_length``, ...; for a
+HyGRL run (``method=hygrl``) ``recall_policy``, ``recall_heuristic``,
+``mean_subgraph_nodes_policy``, ``mean_subgraph_nodes_heuristic``, ... and,
+with ``--walker_workdir``, the RACER walker's retrieval figures.
 """
 
 import json
@@ -19,7 +22,7 @@ from absl import app, flags, logging  # noqa: E402
 import ml_collections  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from racer_jax.eval import walker_eval  # noqa: E402
+from racer_jax.eval import retrieval_eval, walker_eval  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Configuration file (default: <workdir>/config.json).")
@@ -31,6 +34,12 @@ _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: "
                              "the newest).")
 _SPLIT = flags.DEFINE_string("split", None, "Split (default: eval.split).")
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
+_TAUS = flags.DEFINE_list(
+    "taus", [], "HyGRL runs: also evaluate policy and heuristic at these "
+    "thresholds (a recall-vs-subgraph-size sweep).")
+_WALKER = flags.DEFINE_string(
+    "walker_workdir", None, "HyGRL runs: a walker run whose evaluation on "
+    "the same split joins the retrieval table.")
 
 
 def main(argv):
@@ -43,13 +52,28 @@ def main(argv):
       raise app.UsageError(f"{path} not found: pass --config or train first")
     with open(path, encoding="utf-8") as f:
       config = ml_collections.ConfigDict(json.load(f))
-  figures = walker_eval.evaluate(config, _DATA_DIR.value, _WORKDIR.value,
-                                 step=_STEP.value, split=_SPLIT.value,
-                                 progress=_PROGRESS.value)
+  if config.get("method", "racer") == "hygrl":
+    figures = retrieval_eval.evaluate(
+        config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
+        split=_SPLIT.value, walker_workdir=_WALKER.value,
+        taus=[float(t) for t in _TAUS.value], progress=_PROGRESS.value)
+  else:
+    figures = walker_eval.evaluate(config, _DATA_DIR.value, _WORKDIR.value,
+                                   step=_STEP.value, split=_SPLIT.value,
+                                   progress=_PROGRESS.value)
   width = max(map(len, figures))
   for k, v in figures.items():
+    if k == "sweep":
+      continue
     print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
           f"{k:<{width}}  {v}")
+  if figures.get("sweep"):
+    print("tau    recall policy / heuristic    nodes policy / heuristic")
+    for row in figures["sweep"]:
+      print(f"{row['tau']:<6} {row['recall_policy']:>13.3f} / "
+            f"{row['recall_heuristic']:<9.3f} "
+            f"{row['mean_subgraph_nodes_policy']:>12.2f} / "
+            f"{row['mean_subgraph_nodes_heuristic']:.2f}")
   print(json.dumps(figures, sort_keys=True))
 
 

@@ -1,8 +1,12 @@
-r"""Trains the walker (RACER's GraphAgent).
+r"""Trains the walker (RACER's GraphAgent) or, with
+``--config.method=hygrl``, HyGRL's beam-search policy (fusion calibration,
+imitation stage, then SCST + margin).
 
   python launch/train.py --config=configs/demo.py --workdir=runs/demo
   python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
       --workdir=runs/csqa --config.train.num_steps=3000
+  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+      --workdir=runs/csqa_hygrl --config.method=hygrl
 
 Prepares the data if needed (cached under ``<workdir>/prep`` or
 ``--config.prep_dir``), trains with a progress bar, logs metrics to
@@ -19,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from racer_jax.driver import train_walker  # noqa: E402
+from racer_jax.driver import train_hygrl, train_walker  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
@@ -35,11 +39,12 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
-  if config.train.stage != "walker":
-    raise app.UsageError(f"train.stage={config.train.stage!r}: only "
-                         "'walker' exists so far")
-  metrics = train_walker.train(config, _DATA_DIR.value, _WORKDIR.value,
-                               progress=_PROGRESS.value)
+  runs = {"racer": train_walker.train, "hygrl": train_hygrl.train}
+  if config.method not in runs:
+    raise app.UsageError(f"method={config.method!r}; expected one of "
+                         f"{sorted(runs)}")
+  metrics = runs[config.method](config, _DATA_DIR.value, _WORKDIR.value,
+                                progress=_PROGRESS.value)
   print(json.dumps({"workdir": _WORKDIR.value, **metrics}, sort_keys=True))
 
 

@@ -39,6 +39,12 @@ class Checkpointer:
         record=ocp.args.JsonRestore()))
     return out.state, dict(out.record or {})
 
+  def record(self, step: int) -> dict:
+    """The JSON record saved with ``step`` (no arrays restored)."""
+    out = self.manager.restore(step, args=ocp.args.Composite(
+        record=ocp.args.JsonRestore()))
+    return dict(out.record or {})
+
   def restore_latest(self, template, step: int | None = None,
                      log: Callable[[str], None] = print
                      ) -> tuple[Any, dict, int] | None:

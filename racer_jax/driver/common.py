@@ -17,7 +17,8 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
       rollout=RolloutConfig(
           max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
           prune_weights=tuple(float(x) for x in w.prune_weights),
-          stop_at_target=w.stop_at_target, temperature=t.temperature),
+          stop_at_target=w.stop_at_target, temperature=t.temperature,
+          heuristic_weight=w.get("heuristic_weight", 0.0)),
       num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
       teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
       reward=reward_lib.RewardWeights(step=r.step, relation=r.relation,
@@ -38,3 +39,23 @@ def p_teacher_at(config, step: int) -> float:
 
 def prep_dir_of(config, workdir) -> Path:
   return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"
+
+
+def hygrl_config(config):
+  """The static HyGRL settings from an ``ml_collections`` config."""
+  from racer_jax.graph.beam import BeamConfig
+  from racer_jax.rl.hygrl import HyGRLConfig
+  h = config.hygrl
+  return HyGRLConfig(
+      beam=BeamConfig(beam_width=h.beam_width, tau=h.tau,
+                      max_depth=h.max_depth, max_nodes=h.max_nodes,
+                      window=h.window),
+      heuristic_tau=h.heuristic_tau, restart_prob=h.restart_prob,
+      ppr_iters=h.ppr_iters, label_high=h.label_high, label_low=h.label_low,
+      pairs_per_step=h.pairs_per_step, margin=h.margin,
+      margin_weight=h.margin_weight, scst_gamma=h.scst_gamma)
+
+
+def make_hygrl_policy(config):
+  from racer_jax.rl.policy import HyGRLPolicy
+  return HyGRLPolicy(hidden_sizes=tuple(config.hygrl.hidden_sizes))

@@ -9,18 +9,17 @@ parameters as an uninterrupted one.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Callable
 
 import jax
 import numpy as np
-import tqdm
 
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.common import (make_policy, p_teacher_at, prep_dir_of,
                                      walker_train_config)
 from racer_jax.driver.inputs import load_workspace
+from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
 from racer_jax.eval.walker_eval import run_eval
 from racer_jax.rl import parallel
@@ -56,11 +55,18 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                                        ws.concept_emb.shape[1])
   ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)
   restored = ckpt.restore_latest(state, log=log)
+  theta = None
   if restored is not None:
-    state, _, start = restored
+    state, record, start = restored
+    theta = record.get("theta")
     log(f"resuming from step {start}")
+  if config.walker.get("heuristic_weight", 0.0) and theta is None:
+    from racer_jax.driver.train_hygrl import calibrate
+    theta = calibrate(config, dataset, ws.concept_emb, log).tolist()
   start = int(state.step)
   mesh = parallel.make_mesh(t.num_devices)
+  theta_dev = None if theta is None else parallel.replicate(
+      mesh, np.asarray(theta, np.float32))
   state = parallel.replicate(mesh, state)
   concept_emb = parallel.replicate(mesh, ws.concept_emb)
   relation_emb = parallel.replicate(mesh, ws.relation_emb)
@@ -69,42 +75,29 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   evaluate_fn = train_lib.make_eval_step(policy, walker_train_config(config))
   writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
   bs = config.batch.batch_size
-  pending, last, t0 = [], {}, time.perf_counter()
-  end = t.num_steps if stop_after is None else min(t.num_steps,
-                                                   start + stop_after)
-  for step in tqdm.trange(start, end, desc="train walker",
-                          disable=not progress, initial=start,
-                          total=t.num_steps):
+
+  def one_update(state, step):
     batch = parallel.shard_batch(mesh, dataset.batch_for_step(
         step, config.seed, bs))
-    state, metrics = update(state, batch, concept_emb, relation_emb,
-                            np.float32(p_teacher_at(config, step)))
-    pending.append(metrics)
-    done = step + 1
-    if done % t.log_every == 0 or done == t.num_steps:
-      rows = jax.device_get(pending)
-      pending = []
-      if min(r["finite"] for r in rows) < 1:
-        bad = done - len(rows) + [r["finite"] for r in rows].index(0.0)
-        raise FloatingPointError(
-            f"non-finite loss or gradient at step {bad} (the update was "
-            f"skipped, parameters are intact); last checkpoint: "
-            f"{ckpt.all_steps()[-1:] or 'none'} in {ckpt.directory}. Lower "
-            "train.learning_rate or check the inputs.")
-      last = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
-      last["steps_per_second"] = len(rows) / (time.perf_counter() - t0)
-      t0 = time.perf_counter()
-      writer.write(done, last, prefix="train/")
-    if t.eval_every and (done % t.eval_every == 0 or done == t.num_steps):
-      figures = run_eval(evaluate_fn, state.params, ws.splits[eval_split],
-                         ws.kg, concept_emb, relation_emb,
-                         config.eval.batch_size)
-      writer.write(done, {k: v for k, v in figures.items()
-                          if isinstance(v, float)}, prefix="eval/")
-      last.update({"eval_" + k: v for k, v in figures.items()})
-    if done % t.checkpoint_every == 0 or done == t.num_steps:
-      ckpt.save(done, jax.device_get(state), {
-          "step": done, "config": json.loads(config.to_json())})
+    return update(state, batch, concept_emb, relation_emb,
+                  np.float32(p_teacher_at(config, step)), theta_dev)
+
+  def evaluate(state, step):
+    del step
+    return run_eval(evaluate_fn, state.params, ws.splits[eval_split], ws.kg,
+                    concept_emb, relation_emb, config.eval.batch_size,
+                    theta=theta_dev)
+
+  end = t.num_steps if stop_after is None else min(t.num_steps,
+                                                   start + stop_after)
+  state, last = run_updates(
+      state, one_update, start=start, end=end, total=t.num_steps, ckpt=ckpt,
+      writer=writer, log_every=t.log_every,
+      checkpoint_every=t.checkpoint_every,
+      record=lambda done: {"step": done, "theta": theta,
+                           "config": json.loads(config.to_json())},
+      evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
+      progress=progress, desc="train walker")
   writer.close()
   ckpt.close()
   return last

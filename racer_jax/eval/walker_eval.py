@@ -11,7 +11,10 @@ concepts toward that choice's concepts (as RACER does at inference). Figures:
 * ``path_hit_rate_reachable``: hit rate among the oracle-reachable questions;
 * ``mean_path_length``: hops of the shortest reaching walk, over hits;
 * ``teacher_agreement``: greedy action == teacher action, over walker steps;
-* ``gold_reach_rate`` / ``distractor_reach_rate``: per-choice reach.
+* ``gold_reach_rate`` / ``distractor_reach_rate``: per-choice reach;
+* ``retrieved_recall`` / ``retrieved_nodes``: the union of all greedy walks
+  toward every choice as a retrieved subgraph: share of the gold answer's
+  concepts in it and its size (comparable with HyGRL's retrieval figures).
 
 Per-question results (reach per choice, the gold choice's reaching paths as
 ``concept --relation--> concept``) go to ``eval/<split>_step<N>.jsonl``.
@@ -45,7 +48,7 @@ def _path_text(kg, concepts, nodes, relations) -> str:
 
 def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
              batch_size: int, *, rows_file=None, progress: bool = False,
-             desc: str = "evaluate") -> dict:
+             desc: str = "evaluate", theta=None) -> dict:
   """Runs the jitted goal-conditioned evaluation over a split.
 
   Args:
@@ -55,12 +58,13 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
   """
   totals = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
                 agree=0, decisions=0, gold_reach=0, gold_valid=0,
-                distractor_reach=0, distractor_valid=0)
+                distractor_reach=0, distractor_valid=0, retrieved=0,
+                retrieved_recall=0.0, retrieved_nodes=0)
   n_batches = data.dataset.batches_per_epoch(batch_size)
   for batch in tqdm.tqdm(data.dataset.ordered_batches(batch_size),
                          total=n_batches, desc=desc, disable=not progress):
     out = jax.device_get(evaluate_fn(params, batch, concept_emb,
-                                     relation_emb))
+                                     relation_emb, theta))
     concepts = batch.graphs.nodes["concept"]
     for row in np.nonzero(batch.example_mask)[0]:
       ex = data.examples[int(batch.example_index[row])]
@@ -78,6 +82,14 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
         totals["length"] += int(out["length"][row, gold]) if hit else 0
         totals["agree"] += int(out["agree"][row, gold])
         totals["decisions"] += int(out["decisions"][row, gold])
+        gold_nodes = np.nonzero(batch.choice_mask[row, :, gold])[0]
+        if gold_nodes.size:
+          # The walker's retrieved subgraph: every node of its greedy walks
+          # toward every choice.
+          visited = np.unique(out["nodes"][row][out["valid"][row]])
+          totals["retrieved"] += 1
+          totals["retrieved_recall"] += np.isin(gold_nodes, visited).mean()
+          totals["retrieved_nodes"] += visited.size
         for c in range(len(ex.choices)):
           if out["valid"][row, c]:
             key = "gold" if c == gold else "distractor"
@@ -102,6 +114,10 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
       "gold_reach_rate": totals["gold_reach"] / max(totals["gold_valid"], 1),
       "distractor_reach_rate": totals["distractor_reach"] / max(
           totals["distractor_valid"], 1),
+      "retrieved_recall": totals["retrieved_recall"] / max(
+          totals["retrieved"], 1),
+      "retrieved_nodes": totals["retrieved_nodes"] / max(
+          totals["retrieved"], 1),
   }
 
 
@@ -125,7 +141,9 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   if restored is None:
     raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}: "
                             "run launch/train.py first")
-  state, _, step = restored
+  state, record, step = restored
+  theta = record.get("theta")
+  theta = None if theta is None else np.asarray(theta, np.float32)
   evaluate_fn = train_lib.make_eval_step(
       policy, common.walker_train_config(config))
   out_dir = workdir / "eval"
@@ -135,7 +153,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
     figures = run_eval(evaluate_fn, state.params, ws.splits[split], ws.kg,
                        ws.concept_emb, ws.relation_emb,
                        config.eval.batch_size, rows_file=f,
-                       progress=progress, desc=f"evaluate {split}")
+                       progress=progress, desc=f"evaluate {split}",
+                       theta=theta)
     f.flush()
     os.fsync(f.fileno())
   figures = {"split": split, "step": step, **figures,

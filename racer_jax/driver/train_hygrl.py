@@ -1,0 +1,129 @@
+"""The HyGRL training run: calibrate the heuristic fusion once, then the
+imitation stage, then the RL stage (SCST + margin), checkpointed like the
+walker's run (``train(config, data_dir, workdir)`` resumes exactly)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.common import (hygrl_config, make_hygrl_policy,
+                                     prep_dir_of)
+from racer_jax.driver.inputs import load_workspace
+from racer_jax.driver.loop import run_updates
+from racer_jax.driver.metrics import MetricWriter
+from racer_jax.graph import heuristics
+from racer_jax.rl import hygrl, parallel
+from racer_jax.rl import train as train_lib
+
+
+def create_state(config, embed_dim: int):
+  """``(policy, optimizer, fresh TrainState)``."""
+  policy = make_hygrl_policy(config)
+  optimizer = train_lib.make_optimizer(config.hygrl.learning_rate,
+                                       config.train.grad_clip)
+  rng = jax.random.PRNGKey(config.seed)
+  params = hygrl.init_hygrl_policy(policy, jax.random.fold_in(rng, 0x5eed),
+                                   embed_dim, config.hygrl.window)
+  state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
+                               step=jnp.zeros((), jnp.int32), rng=rng)
+  return policy, optimizer, state
+
+
+def calibrate(config, dataset, concept_emb, log=print) -> np.ndarray:
+  """θ of the fusion, fitted on the first-step candidates of the first
+  ``hygrl.calibration_questions`` questions (label: on a shortest path from
+  a question concept to the gold answer)."""
+  cfg = hygrl_config(config)
+  fn = jax.jit(lambda b, c: hygrl.calibration_batch(b, c, cfg))
+  metrics, labels, seen = [], [], 0
+  for batch in dataset.ordered_batches(config.batch.batch_size):
+    m, l, mask = jax.device_get(fn(batch, concept_emb))
+    metrics.append(m[mask])
+    labels.append(l[mask])
+    seen += int(batch.example_mask.sum())
+    if seen >= config.hygrl.calibration_questions:
+      break
+  metrics, labels = np.concatenate(metrics), np.concatenate(labels)
+  if not len(labels):
+    raise ValueError("no labeled candidates to calibrate the fusion on")
+  theta = np.asarray(heuristics.calibrate_fusion(metrics, labels))
+  weights = np.asarray(jax.nn.softmax(theta))
+  log(f"fusion weights over {dict(zip(hygrl.METRICS, weights.round(3).tolist()))} "
+      f"from {len(labels):,} candidates of {seen} questions "
+      f"({labels.mean():.1%} positive)")
+  return theta
+
+
+def train(config, data_dir, workdir, *, progress: bool = True,
+          log: Callable[[str], None] = print,
+          stop_after: int | None = None) -> dict:
+  """Imitation then RL; returns the last logged metrics."""
+  from racer_jax.eval.retrieval_eval import run_retrieval_eval
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  (workdir / "config.json").write_text(config.to_json(indent=1))
+  t, h = config.train, config.hygrl
+  eval_split = config.eval.split if t.eval_every else None
+  ws = load_workspace(config, data_dir, prep_dir_of(config, workdir),
+                      [t.split] + ([eval_split] if eval_split and
+                                   eval_split != t.split else []),
+                      progress=progress, log=log)
+  dataset = ws.splits[t.split].dataset
+  policy, optimizer, state = create_state(config, ws.concept_emb.shape[1])
+  ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)
+  restored = ckpt.restore_latest(state, log=log)
+  if restored is not None:
+    state, record, _ = restored
+    theta = np.asarray(record["theta"], np.float32)
+    log(f"resuming from step {int(state.step)}")
+  else:
+    theta = calibrate(config, dataset, ws.concept_emb, log)
+  start, total = int(state.step), h.imitation_steps + h.rl_steps
+  mesh = parallel.make_mesh(t.num_devices)
+  state = parallel.replicate(mesh, state)
+  concept_emb = parallel.replicate(mesh, ws.concept_emb)
+  theta_dev = parallel.replicate(mesh, theta)
+  cfg = hygrl_config(config)
+  programs = {stage: hygrl.make_hygrl_step(policy, optimizer, cfg, stage)
+              for stage in ("imitation", "rl")}
+  evaluate_fn = hygrl.make_retrieval_eval(policy, cfg)
+  bs = config.batch.batch_size
+
+  def one_update(state, step):
+    batch = parallel.shard_batch(mesh, dataset.batch_for_step(
+        step, config.seed, bs))
+    stage = "imitation" if step < h.imitation_steps else "rl"
+    state, metrics = programs[stage](state, batch, concept_emb, theta_dev)
+    metrics = {k: metrics.get(k, 0.0) for k in (
+        "loss", "finite", "grad_norm", "labels", "scst_loss", "margin_loss",
+        "reward_sample", "reward_greedy")}
+    return state, metrics
+
+  def evaluate(state, step):
+    del step
+    return run_retrieval_eval(evaluate_fn, state.params,
+                              ws.splits[eval_split], concept_emb, theta_dev,
+                              config.eval.batch_size)
+
+  end = total if stop_after is None else min(total, start + stop_after)
+  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
+  state, last = run_updates(
+      state, one_update, start=start, end=end, total=total, ckpt=ckpt,
+      writer=writer, log_every=t.log_every,
+      checkpoint_every=t.checkpoint_every,
+      record=lambda done: {
+          "step": done, "theta": theta.tolist(),
+          "stage": "imitation" if done <= h.imitation_steps else "rl",
+          "config": json.loads(config.to_json())},
+      evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
+      progress=progress, desc="train hygrl")
+  writer.close()
+  ckpt.close()
+  return last

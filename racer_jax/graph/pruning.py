@@ -79,14 +79,19 @@ def top_k_by_rank(score, k: int):
 
 def prune_actions(neighbors, neighbor_mask, receivers, relation, node_emb,
                   rel_emb, query, target, *, k: int, weights,
-                  enabled: bool = True) -> Actions:
-  """Keeps each node's top-``k`` edges by :func:`edge_scores`.
+                  enabled: bool = True, prior=None,
+                  prior_weight: float = 0.0) -> Actions:
+  """Keeps each node's top-``k`` edges by :func:`edge_scores` (plus
+  ``prior_weight * prior`` [N, D] when a prior is given, e.g. HyGRL's fused
+  heuristic).
 
   ``enabled=False`` keeps all D slots (``k`` is ignored) in table order, so
   the pruning ablation changes nothing else.
   """
   score = edge_scores(neighbors, neighbor_mask, receivers, relation, node_emb,
                       rel_emb, query, target, weights)
+  if prior is not None:
+    score = jnp.where(neighbor_mask, score + prior_weight * prior, -jnp.inf)
   if not enabled or k >= neighbors.shape[1]:
     return Actions(edge=jnp.where(neighbor_mask, neighbors, 0),
                    mask=neighbor_mask, score=score)

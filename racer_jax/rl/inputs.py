@@ -35,8 +35,35 @@ def start_nodes(is_question, node_mask, num_walkers: int):
   return starts.astype(jnp.int32), jnp.broadcast_to(count > 0, (num_walkers,))
 
 
-def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int
-                ) -> WalkInputs:
+def heuristic_prior(batch, node_emb, query, theta, *,
+                    restart_prob: float = 0.15, ppr_iters: int = 80):
+  """HyGRL's fused heuristic for every neighbor slot u -> v: PPR of v from
+  the question concepts, Adamic-Adar and Jaccard of (u, v), semantic match
+  of v with the question, each normalized per question, fused with
+  softmax(theta). Returns float32 [B, N, D]."""
+  from racer_jax.graph import heuristics
+
+  def one(s, r, em, nm, seeds, emb, q, neighbors):
+    adj = heuristics.dense_adjacency(s, r, em, nm.shape[0])
+    recv = r[neighbors]                                        # [N, D]
+    norm = lambda m: heuristics.normalize_per_question(m, nm)
+    ppr = norm(heuristics.personalized_pagerank(
+        s, r, em, nm, seeds, restart_prob=restart_prob, num_iters=ppr_iters))
+    sem = norm(heuristics.semantic_scores(emb, q))
+    rows = jnp.arange(nm.shape[0])[:, None]
+    pair = lambda m: m[rows, recv] / jnp.maximum(jnp.max(m), 1e-9)
+    metrics = jnp.stack([ppr[recv], pair(heuristics.adamic_adar(adj, nm)),
+                         pair(heuristics.jaccard(adj, nm)), sem[recv]], -1)
+    return heuristics.fuse(metrics, theta)
+
+  return jax.vmap(one)(batch.graphs.senders, batch.graphs.receivers,
+                       batch.edge_mask, batch.node_mask,
+                       batch.graphs.nodes["is_question"] & batch.node_mask,
+                       node_emb, query, batch.neighbors)
+
+
+def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int,
+                prior_theta=None) -> WalkInputs:
   """Walker inputs for ``target_choice`` [B] of each question of ``batch``.
 
   Args:
@@ -45,6 +72,8 @@ def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int
     query: float32 [B, d] question embeddings.
     target_choice: int32 [B]; -1 (or a choice with no concept) disables the
       question's walkers.
+    prior_theta: optional float32 [4] fusion weights: when given, the
+      pruning prior is :func:`heuristic_prior`; zeros otherwise.
   """
   nodes, edges = batch.graphs.nodes, batch.graphs.edges
   node_emb = concept_emb[jnp.maximum(nodes["concept"], 0)]
@@ -65,4 +94,7 @@ def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int
       neighbor_mask=batch.neighbor_mask, senders=batch.graphs.senders,
       receivers=batch.graphs.receivers, relation=edges["relation"],
       edge_mask=batch.edge_mask, starts=starts,
-      start_mask=start_mask & usable[:, None])
+      start_mask=start_mask & usable[:, None],
+      prior=(jnp.zeros(batch.neighbors.shape, jnp.float32)
+             if prior_theta is None else
+             heuristic_prior(batch, node_emb, query, prior_theta)))

@@ -32,6 +32,7 @@ class RolloutConfig:
   stop_at_target: bool = True
   temperature: float = 1.0
   greedy: bool = False
+  heuristic_weight: float = 0.0  # fused HyGRL heuristic as a pruning prior
 
 
 @flax.struct.dataclass
@@ -44,6 +45,8 @@ class WalkInputs:
     neighbors: int32 [N, D]; neighbor_mask: bool [N, D].
     senders, receivers, relation: int32 [E]; edge_mask: bool [E].
     starts: int32 [W] start nodes; start_mask: bool [W].
+    prior: float32 [N, D] extra pruning score per neighbor slot (HyGRL's
+      fused heuristic; zeros when unused).
   """
   node_emb: jax.Array
   query: jax.Array
@@ -58,6 +61,7 @@ class WalkInputs:
   edge_mask: jax.Array
   starts: jax.Array
   start_mask: jax.Array
+  prior: jax.Array
 
 
 @flax.struct.dataclass
@@ -107,7 +111,9 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
   actions = pruning.prune_actions(
       inputs.neighbors, inputs.neighbor_mask, inputs.receivers,
       inputs.relation, inputs.node_emb, rel_emb, inputs.query, inputs.target,
-      k=cfg.top_k, weights=cfg.prune_weights, enabled=cfg.prune)
+      k=cfg.top_k, weights=cfg.prune_weights, enabled=cfg.prune,
+      prior=inputs.prior if cfg.heuristic_weight else None,
+      prior_weight=cfg.heuristic_weight)
   distance = teacher.bfs_distance(inputs.senders, inputs.receivers,
                                   inputs.edge_mask, inputs.is_target,
                                   inputs.node_mask)

@@ -303,7 +303,8 @@ def walk_inputs(batch, concept_emb, num_walkers: int) -> types.SimpleNamespace:
       neighbor_mask=batch.neighbor_mask, senders=g.senders,
       receivers=g.receivers, relation=g.edges["relation"],
       edge_mask=batch.edge_mask, starts=order.gather(1, slots),
-      start_mask=((count > 0) & usable)[:, None].expand(-1, num_walkers))
+      start_mask=((count > 0) & usable)[:, None].expand(-1, num_walkers),
+      prior=torch.zeros(batch.neighbors.shape))  # no heuristic prior
 
 
 def batch_to_torch(batch):

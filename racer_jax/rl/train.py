@@ -72,11 +72,17 @@ def _walker_losses(traj, cfg: WalkerTrainConfig, valid):
   return pg + cfg.teacher_weight * tf + cfg.entropy_coef * ent
 
 
+def _prior_theta(cfg: WalkerTrainConfig, theta):
+  return theta if cfg.rollout.heuristic_weight and theta is not None else None
+
+
 def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
-                rng, p_teacher, cfg: WalkerTrainConfig):
-  """Mean loss over valid walkers toward each question's gold choice."""
+                rng, p_teacher, cfg: WalkerTrainConfig, theta=None):
+  """Mean loss over valid walkers toward each question's gold choice.
+  ``theta``: HyGRL fusion weights, used as a pruning prior when
+  ``cfg.rollout.heuristic_weight`` is nonzero."""
   inputs = walk_inputs(batch, concept_emb, batch.query, batch.gold,
-                       cfg.num_walkers)
+                       cfg.num_walkers, _prior_theta(cfg, theta))
   traj = rollout(policy, params, inputs, rel_emb, rng, p_teacher, cfg.rollout,
                  cfg.reward)
   valid = inputs.start_mask                                    # [B, W]
@@ -105,17 +111,18 @@ def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
 def make_train_step(policy: WalkerPolicy, optimizer,
                     cfg: WalkerTrainConfig, donate: bool = True,
                     wrap=None):
-  """``step(state, batch, concept_emb, rel_emb, p_teacher)`` ->
+  """``step(state, batch, concept_emb, rel_emb, p_teacher, theta=None)`` ->
   ``(state, metrics)``, jitted (state donated). A non-finite loss or
   gradient leaves the state unchanged and reports ``finite = 0``; the host
   stops the run. ``wrap`` decorates the function before ``jit`` (tests pass
   ``chex.assert_max_traces``)."""
 
-  def step(state: TrainState, batch, concept_emb, rel_emb, p_teacher):
+  def step(state: TrainState, batch, concept_emb, rel_emb, p_teacher,
+           theta=None):
     rng = jax.random.fold_in(state.rng, state.step)
     grad_fn = jax.value_and_grad(walker_loss, has_aux=True)
     (loss, metrics), grads = grad_fn(state.params, policy, batch, concept_emb,
-                                     rel_emb, rng, p_teacher, cfg)
+                                     rel_emb, rng, p_teacher, cfg, theta)
     updates, opt_state = optimizer.update(grads, state.opt_state,
                                           state.params)
     params = optax.apply_updates(state.params, updates)
@@ -136,7 +143,8 @@ def make_train_step(policy: WalkerPolicy, optimizer,
 
 
 def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
-  """``eval(params, batch, concept_emb, rel_emb)`` -> per question and
+  """``eval(params, batch, concept_emb, rel_emb, theta=None)`` -> per
+  question and
   choice (goal-conditioned walks toward every choice, greedy):
 
   ``reached`` bool [B, C], ``oracle`` bool [B, C], ``length`` int32 [B, C]
@@ -147,11 +155,11 @@ def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
   """
   greedy = dataclasses.replace(cfg.rollout, greedy=True)
 
-  def per_choice(params, batch, concept_emb, rel_emb, choice):
+  def per_choice(params, batch, concept_emb, rel_emb, choice, theta):
     target = jnp.where(batch.choice_valid[:, choice], choice, -1)
     target = jnp.broadcast_to(target, batch.gold.shape).astype(jnp.int32)
     inputs = walk_inputs(batch, concept_emb, batch.query, target,
-                         cfg.num_walkers)
+                         cfg.num_walkers, _prior_theta(cfg, theta))
     traj = rollout(policy, params, inputs, rel_emb, jax.random.PRNGKey(0),
                    0.0, greedy, cfg.reward)
     valid = inputs.start_mask
@@ -171,10 +179,10 @@ def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
         "walk_reached": reached,
     }
 
-  def evaluate(params, batch, concept_emb, rel_emb):
+  def evaluate(params, batch, concept_emb, rel_emb, theta=None):
     c = batch.choice_mask.shape[2]
     out = jax.vmap(lambda ch: per_choice(params, batch, concept_emb, rel_emb,
-                                         ch))(jnp.arange(c))
+                                         ch, theta))(jnp.arange(c))
     return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), out)
 
   return jax.jit(evaluate)

@@ -2,6 +2,7 @@ r"""Speed and memory benchmarks. Each prints a table, then one JSON line.
 
   python launch/benchmark.py prepare --data_dir=../shared/data
   python launch/benchmark.py rollout [--data_dir=../shared/data]
+  python launch/benchmark.py hygrl [--data_dir=../shared/data]
 
 ``prepare`` (``launch/bench_prepare.py``): CN-100K ingest, grounding and
 subgraph extraction for all of CommonsenseQA, and a generated graph of
@@ -9,6 +10,9 @@ full-ConceptNet size, against plain-Python references measured in the same
 run. ``rollout`` (``launch/bench_rollout.py``): walker-steps per second of
 the jitted rollout and training update against a plain-Python loop, a NumPy
 loop batched over walkers and eager PyTorch, for 1 ... 4096 walkers.
+``hygrl`` (``launch/bench_hygrl.py``): questions per second of HyGRL's
+jitted greedy beam search against its plain-Python reference, and of one
+jitted RL update (SCST + margin ranking).
 """
 
 import json
@@ -21,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_hygrl  # noqa: E402  (defines its flags)
 import bench_prepare  # noqa: E402  (defines its flags)
 import bench_rollout  # noqa: E402  (defines its flags)
 from racer_jax.data import datasets  # noqa: E402
@@ -30,13 +35,22 @@ _DATA_DIR = flags.DEFINE_string("data_dir", None,
 
 
 def main(argv):
-  if len(argv) != 2 or argv[1] not in ("prepare", "rollout"):
-    raise app.UsageError("usage: benchmark.py prepare|rollout [--flags]")
+  if len(argv) != 2 or argv[1] not in ("prepare", "rollout", "hygrl"):
+    raise app.UsageError("usage: benchmark.py prepare|rollout|hygrl "
+                         "[--flags]")
   data_dir = datasets.resolve_data_dir(_DATA_DIR.value)
+  if argv[1] == "hygrl":  # --prep_dir is the rollout benchmark's flag
+    with tempfile.TemporaryDirectory() as work_dir:
+      figures = bench_hygrl.bench_hygrl(
+          data_dir if data_dir and data_dir.is_dir() else None,
+          bench_rollout._PREP_DIR.value or work_dir)
+    print(json.dumps(_rounded(figures)))
+    return
   if argv[1] == "rollout":
     with tempfile.TemporaryDirectory() as work_dir:
-      figures = bench_rollout.bench_rollout(data_dir if data_dir and data_dir.is_dir()
-                              else None, bench_rollout._PREP_DIR.value or work_dir)
+      figures = bench_rollout.bench_rollout(
+          data_dir if data_dir and data_dir.is_dir() else None,
+          bench_rollout._PREP_DIR.value or work_dir)
     print(json.dumps(_rounded(figures)))
     return
   if data_dir is None or not data_dir.is_dir():

@@ -55,7 +55,8 @@ def calibrate(config, dataset, concept_emb, log=print) -> np.ndarray:
     raise ValueError("no labeled candidates to calibrate the fusion on")
   theta = np.asarray(heuristics.calibrate_fusion(metrics, labels))
   weights = np.asarray(jax.nn.softmax(theta))
-  log(f"fusion weights over {dict(zip(hygrl.METRICS, weights.round(3).tolist()))} "
+  shown = dict(zip(hygrl.METRICS, weights.round(3).tolist()))
+  log(f"fusion weights over {shown} "
       f"from {len(labels):,} candidates of {seen} questions "
       f"({labels.mean():.1%} positive)")
   return theta

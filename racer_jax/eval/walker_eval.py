@@ -42,7 +42,8 @@ def _path_text(kg, concepts, nodes, relations) -> str:
   for t, r in enumerate(relations):
     if r < 0:
       break
-    parts.append(f"--{kg.relations[r]}--> {kg.concepts[concepts[nodes[t + 1]]]}")
+    tail = kg.concepts[concepts[nodes[t + 1]]]
+    parts.append(f"--{kg.relations[r]}--> {tail}")
   return " ".join(parts)
 
 

@@ -2,11 +2,13 @@
 
 The sequence starts as the question (seed) concepts. Each step gathers the
 unvisited neighbors of every node in the sequence (the frontier), scores
-them with a scorer giving P(a) in (0, 1), keeps those with P(a) >= tau and
-appends the top ``beam_width`` to the sequence (in score order), marking
-them visited. The search stops after ``max_depth`` steps, when
-``max_nodes`` nodes have been added, or when no candidate passes tau. The
-retrieved subgraph is the subgraph induced by the sequence.
+them with a scorer giving logits (P(a) = σ(logit)), keeps those with
+P(a) >= tau and appends the top ``beam_width`` by logit to the sequence (in
+score order), marking them visited. Ranking by logits, not probabilities,
+keeps a confident policy's order where σ saturates in float32. The search
+stops after ``max_depth`` steps, when ``max_nodes`` nodes have been added,
+or when no candidate passes tau. The retrieved subgraph is the subgraph
+induced by the sequence.
 
 Fixed shapes throughout (masks, not Python control flow), so it jits and
 vmaps over questions. With ``sample=True`` the top-k is taken over
@@ -104,8 +106,8 @@ def beam_search(scorer: Callable, adj, node_mask, seeds, cfg: BeamConfig, *,
   """Runs the search for one question.
 
   Args:
-    scorer: ``scorer(window [Lw], in_sequence [N], frontier [N]) -> P [N]``
-      probabilities in (0, 1) (only frontier entries are used).
+    scorer: ``scorer(window [Lw], in_sequence [N], frontier [N]) ->
+      logits [N]`` (only frontier entries are used).
     adj: bool [N, N] simple undirected adjacency; node_mask, seeds: bool [N].
     rng: key for ``sample=True``.
 
@@ -118,9 +120,9 @@ def beam_search(scorer: Callable, adj, node_mask, seeds, cfg: BeamConfig, *,
     in_seq = state.in_sequence
     window = window_nodes(state, cfg.window)
     frontier = frontier_of(adj, in_seq, node_mask) & state.active
-    prob = jnp.where(frontier, scorer(window, in_seq, frontier), 0.0)
+    logit = scorer(window, in_seq, frontier)
+    prob = jnp.where(frontier, jax.nn.sigmoid(logit), 0.0)
     passing = frontier & (prob >= cfg.tau)
-    logit = jnp.log(prob) - jnp.log1p(-jnp.minimum(prob, 1.0 - 1e-7))
     if sample:
       noise = jax.random.gumbel(jax.random.fold_in(rng, d), logit.shape)
       logit = logit + noise

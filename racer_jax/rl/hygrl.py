@@ -6,7 +6,8 @@ normalized metrics; their fusion ``S`` (weights θ calibrated once, then
 frozen) is the HyGRL-Heuristic scorer and the imitation teacher; the
 learned policy σ(MLP([S_window ‖ A])) scores candidates from their
 embedding, their metrics and whether they ground an answer choice (known at
-inference in multiple-choice QA; the heuristic does not use it). Both drive :func:`racer_jax.graph.beam.beam_search`.
+inference in multiple-choice QA; the heuristic does not use it). Both
+drive :func:`racer_jax.graph.beam.beam_search`.
 
 Training (one jitted program per stage, data parallel like the walker):
 imitation = BCE against the fused heuristic's confident labels on the
@@ -101,7 +102,8 @@ def hygrl_inputs(batch, concept_emb, cfg: HyGRLConfig) -> HyGRLInputs:
   choice = jnp.any(batch.choice_mask & batch.choice_valid[:, None, :],
                    axis=2) & batch.node_mask
   return HyGRLInputs(adj=adj, node_mask=batch.node_mask, seeds=seeds,
-                     gold=gold, choice=choice, node_emb=node_emb, query=batch.query, ppr=ppr,
+                     gold=gold, choice=choice, node_emb=node_emb,
+                     query=batch.query, ppr=ppr,
                      adamic_adar=aa, jaccard=jac, gold_distance=dist,
                      usable=batch.example_mask & jnp.any(seeds, 1) &
                      jnp.any(gold, 1))
@@ -148,11 +150,13 @@ def search(x: HyGRLInputs, cfg: HyGRLConfig, *, policy=None, params=None,
   fused heuristic (``theta`` given). No gradient flows through it."""
   if params is not None:
     params = jax.lax.stop_gradient(params)
-    scorer = lambda w, s, f: jax.nn.sigmoid(
-        policy_logits(policy, params, x, w, s, f))
+    scorer = lambda w, s, f: policy_logits(policy, params, x, w, s, f)
     config = cfg.beam
   else:
-    scorer = lambda w, s, f: heuristic_prob(theta, x, s, f)
+    def scorer(w, s, f):
+      del w
+      prob = heuristic_prob(theta, x, s, f)
+      return jnp.log(prob) - jnp.log1p(-prob)
     config = dataclasses.replace(cfg.beam, tau=cfg.heuristic_tau)
   return beam.beam_search(scorer, x.adj, x.node_mask, x.seeds, config,
                           rng=rng, sample=sample)

@@ -1,7 +1,7 @@
 """The walker policy (RACER's GraphAgent), Flax linen with pure init/apply.
 
-State at step t = current node embedding ⊕ query embedding ⊕ target embedding
-⊕ a recurrent (GRU or LSTM) encoding of the path so far; it is mapped to a
+State at step t = current node embedding ⊕ query embedding ⊕ target
+embedding ⊕ a recurrent (GRU or LSTM) encoding of the path so far; it is mapped to a
 vector ``s_t`` [H], and each action (an edge: relation ⊕ next node) gets the
 logit ``<a_k, s_t>``; STOP gets ``<stop, s_t> + b_stop``.
 

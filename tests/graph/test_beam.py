@@ -30,10 +30,10 @@ def _random_case(seed):
 
 
 def _scorer(adj, base, window, in_seq, frontier):
-  """P(v) = σ(base[v] + 0.5 · #window nodes adjacent to v)."""
+  """logit(v) = base[v] + 0.5 · #window nodes adjacent to v."""
   del in_seq, frontier
   w_adj = jnp.where(window[:, None] >= 0, adj[jnp.maximum(window, 0)], False)
-  return jax.nn.sigmoid(base + 0.5 * jnp.sum(w_adj, axis=0))
+  return base + 0.5 * jnp.sum(w_adj, axis=0)
 
 
 def reference_search(adj, node_mask, seeds, base, cfg):

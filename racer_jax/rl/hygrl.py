@@ -191,7 +191,23 @@ def imitation_loss(params, policy, x: HyGRLInputs, theta, cfg: HyGRLConfig):
   return loss, {"loss": loss, "labels": jnp.sum(count)}
 
 
-def _pairs(rng, trace, x: HyGRLInputs, theta, cfg: HyGRLConfig):
+def offline_mentor(x: HyGRLInputs, first, second, fused_first,
+                   fused_second):
+  """The default preference mentor: prefer the candidate on a shorter path
+  to the gold answer; on a tie, the one with the higher fused score.
+
+  A mentor maps candidate pairs (int32 [...], plus their fused scores) to
+  int32 preferences: +1 prefers ``first``, -1 ``second``, 0 none. Another
+  mentor (e.g. an LLM's verdicts, computed on the host and fed in as
+  arrays) is a function with the same signature.
+  """
+  gd_a, gd_b = x.gold_distance[first], x.gold_distance[second]
+  return jnp.where(gd_a != gd_b, jnp.sign(gd_b - gd_a),
+                   jnp.sign(fused_first - fused_second)).astype(jnp.int32)
+
+
+def _pairs(rng, trace, x: HyGRLInputs, theta, cfg: HyGRLConfig,
+           mentor=offline_mentor):
   """Random candidate pairs per step and the mentor's preference.
 
   Returns ``(first, second, preference)`` int32 [D, P] each; preference +1
@@ -205,11 +221,8 @@ def _pairs(rng, trace, x: HyGRLInputs, theta, cfg: HyGRLConfig):
                                   shape=(d_steps, p))
   fused = jax.vmap(lambda st, f: heuristic_prob(theta, x, st, f))(
       trace.in_sequence, trace.frontier)                     # [D, N]
-  gd_a, gd_b = x.gold_distance[first], x.gold_distance[second]
-  fs_a = jnp.take_along_axis(fused, first, axis=1)
-  fs_b = jnp.take_along_axis(fused, second, axis=1)
-  pref = jnp.where(gd_a != gd_b, jnp.sign(gd_b - gd_a),
-                   jnp.sign(fs_a - fs_b).astype(jnp.int32))
+  pref = mentor(x, first, second, jnp.take_along_axis(fused, first, axis=1),
+                jnp.take_along_axis(fused, second, axis=1))
   ok = (trace.active & jnp.any(trace.frontier, axis=1))[:, None] & (
       first != second)
   return first, second, jnp.where(ok, pref, 0).astype(jnp.int32)

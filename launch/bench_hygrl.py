@@ -31,6 +31,8 @@ from racer_jax.graph import beam
 from racer_jax.rl import hygrl
 from racer_jax.rl import hygrl_reference as reference
 
+from bench_rollout import _best  # launch/ is on sys.path (benchmark.py)
+
 _QUESTIONS = flags.DEFINE_integer("hygrl_questions", 256, "hygrl: B, "
                                   "questions per batch (the bucket's usable "
                                   "ones, repeated if it has fewer).")
@@ -41,17 +43,6 @@ _BUCKET = flags.DEFINE_integer("hygrl_bucket", -1, "hygrl: shape bucket "
                                "questions).")
 _PY_MAX = flags.DEFINE_integer("hygrl_python_questions", 64, "hygrl: most "
                                "questions the Python reference is timed on.")
-
-
-def _best(fn, repeats: int) -> float:
-  """Best wall time of ``fn()`` over ``repeats`` runs after one warm-up."""
-  fn()
-  times = []
-  for _ in range(max(repeats, 1)):
-    t0 = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t0)
-  return min(times)
 
 
 def _usable(batch) -> np.ndarray:

@@ -31,7 +31,7 @@ import optax
 from racer_jax.graph import beam, heuristics, teacher
 from racer_jax.rl import losses
 from racer_jax.rl.policy import HyGRLPolicy
-from racer_jax.rl.train import TrainState
+from racer_jax.rl.train import TrainState, apply_guarded
 
 METRICS = ("ppr", "adamic_adar", "jaccard", "semantic")
 
@@ -275,18 +275,8 @@ def make_hygrl_step(policy: HyGRLPolicy, optimizer, cfg: HyGRLConfig,
       fn = lambda p: rl_loss(p, policy, x, theta, rng, cfg)
     (loss, metrics), grads = jax.value_and_grad(fn, has_aux=True)(
         state.params)
-    updates, opt_state = optimizer.update(grads, state.opt_state,
-                                          state.params)
-    params = optax.apply_updates(state.params, updates)
-    grad_norm = optax.tree.norm(grads)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    keep = lambda new, old: jax.tree.map(
-        lambda a, b: jnp.where(finite, a, b), new, old)
-    new_state = TrainState(params=keep(params, state.params),
-                           opt_state=keep(opt_state, state.opt_state),
-                           step=state.step + 1, rng=state.rng)
-    return new_state, dict(metrics, grad_norm=grad_norm,
-                           finite=finite.astype(jnp.float32))
+    new_state, guard = apply_guarded(state, optimizer, loss, grads)
+    return new_state, dict(metrics, **guard)
 
   if wrap is not None:
     step = wrap(step)

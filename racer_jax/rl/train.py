@@ -108,6 +108,23 @@ def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
   return loss, metrics
 
 
+def apply_guarded(state: TrainState, optimizer, loss, grads):
+  """The optimizer step, unless the loss or gradient is not finite (then
+  the parameters and optimizer state stay as they were). Returns the new
+  state and ``{"grad_norm", "finite"}`` (``finite`` 0 or 1)."""
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  grad_norm = optax.tree.norm(grads)
+  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  keep = lambda new, old: jax.tree.map(
+      lambda a, b: jnp.where(finite, a, b), new, old)
+  new_state = TrainState(params=keep(params, state.params),
+                         opt_state=keep(opt_state, state.opt_state),
+                         step=state.step + 1, rng=state.rng)
+  return new_state, {"grad_norm": grad_norm,
+                     "finite": finite.astype(jnp.float32)}
+
+
 def make_train_step(policy: WalkerPolicy, optimizer,
                     cfg: WalkerTrainConfig, donate: bool = True,
                     wrap=None):
@@ -123,19 +140,8 @@ def make_train_step(policy: WalkerPolicy, optimizer,
     grad_fn = jax.value_and_grad(walker_loss, has_aux=True)
     (loss, metrics), grads = grad_fn(state.params, policy, batch, concept_emb,
                                      rel_emb, rng, p_teacher, cfg, theta)
-    updates, opt_state = optimizer.update(grads, state.opt_state,
-                                          state.params)
-    params = optax.apply_updates(state.params, updates)
-    grad_norm = optax.tree.norm(grads)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    keep = lambda new, old: jax.tree.map(
-        lambda a, b: jnp.where(finite, a, b), new, old)
-    new_state = TrainState(params=keep(params, state.params),
-                           opt_state=keep(opt_state, state.opt_state),
-                           step=state.step + 1, rng=state.rng)
-    metrics = dict(metrics, grad_norm=grad_norm,
-                   finite=finite.astype(jnp.float32), p_teacher=p_teacher)
-    return new_state, metrics
+    new_state, guard = apply_guarded(state, optimizer, loss, grads)
+    return new_state, dict(metrics, **guard, p_teacher=p_teacher)
 
   if wrap is not None:
     step = wrap(step)

@@ -41,6 +41,24 @@ def prep_dir_of(config, workdir) -> Path:
   return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"
 
 
+def start_run(config, data_dir, workdir, *, progress: bool, log):
+  """What every training run does first: create ``workdir``, save the
+  config there, and load the training split (plus ``eval.split`` when
+  ``train.eval_every`` is set). Returns ``(workdir, workspace, eval_split or
+  None)``."""
+  from racer_jax.driver.inputs import load_workspace
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  (workdir / "config.json").write_text(config.to_json(indent=1))
+  t = config.train
+  eval_split = config.eval.split if t.eval_every else None
+  splits = [t.split] + ([eval_split] if eval_split and eval_split != t.split
+                        else [])
+  ws = load_workspace(config, data_dir, prep_dir_of(config, workdir), splits,
+                      progress=progress, log=log)
+  return workdir, ws, eval_split
+
+
 def hygrl_config(config):
   """The static HyGRL settings from an ``ml_collections`` config."""
   from racer_jax.graph.beam import BeamConfig

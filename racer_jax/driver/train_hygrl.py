@@ -5,7 +5,6 @@ walker's run (``train(config, data_dir, workdir)`` resumes exactly)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Callable
 
 import jax
@@ -14,8 +13,7 @@ import numpy as np
 
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.common import (hygrl_config, make_hygrl_policy,
-                                     prep_dir_of)
-from racer_jax.driver.inputs import load_workspace
+                                     start_run)
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
 from racer_jax.graph import heuristics
@@ -67,15 +65,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
           stop_after: int | None = None) -> dict:
   """Imitation then RL; returns the last logged metrics."""
   from racer_jax.eval.retrieval_eval import run_retrieval_eval
-  workdir = Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / "config.json").write_text(config.to_json(indent=1))
+  workdir, ws, eval_split = start_run(config, data_dir, workdir,
+                                      progress=progress, log=log)
   t, h = config.train, config.hygrl
-  eval_split = config.eval.split if t.eval_every else None
-  ws = load_workspace(config, data_dir, prep_dir_of(config, workdir),
-                      [t.split] + ([eval_split] if eval_split and
-                                   eval_split != t.split else []),
-                      progress=progress, log=log)
   dataset = ws.splits[t.split].dataset
   policy, optimizer, state = create_state(config, ws.concept_emb.shape[1])
   ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)

@@ -9,26 +9,19 @@ parameters as an uninterrupted one.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Callable
 
 import jax
 import numpy as np
 
 from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.common import (make_policy, p_teacher_at, prep_dir_of,
+from racer_jax.driver.common import (make_policy, p_teacher_at, start_run,
                                      walker_train_config)
-from racer_jax.driver.inputs import load_workspace
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
 from racer_jax.eval.walker_eval import run_eval
 from racer_jax.rl import parallel
 from racer_jax.rl import train as train_lib
-
-
-def save_config(config, workdir) -> None:
-  path = Path(workdir) / "config.json"
-  path.write_text(config.to_json(indent=1))
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -39,15 +32,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   ``stop_after`` ends this invocation after that many updates (as if the
   process were stopped); the next call with the same workdir resumes.
   """
-  workdir = Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  save_config(config, workdir)
+  workdir, ws, eval_split = start_run(config, data_dir, workdir,
+                                      progress=progress, log=log)
   t = config.train
-  eval_split = config.eval.split if t.eval_every else None
-  ws = load_workspace(config, data_dir, prep_dir_of(config, workdir),
-                      [t.split] + ([eval_split] if eval_split and
-                                   eval_split != t.split else []),
-                      progress=progress, log=log)
   dataset = ws.splits[t.split].dataset
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(t.learning_rate, t.grad_clip)

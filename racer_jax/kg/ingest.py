@@ -149,6 +149,20 @@ def _lines(path, progress: bool = False) -> Iterator[tuple[int, str | None]]:
         yield lineno, None
 
 
+def _decoded_lines(paths, report: IngestReport, on_bad_line: str,
+                   progress: bool) -> Iterator[tuple[str, int, str]]:
+  """``(path, line number, line)`` of every UTF-8 line of one or more files,
+  counting each line read; undecodable lines go to :func:`_bad`."""
+  for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
+    for lineno, line in _lines(path, progress):
+      report.lines += 1
+      if line is None:
+        _bad(report, on_bad_line, DataError(path, lineno, None,
+                                            "line is not valid UTF-8"))
+        continue
+      yield path, lineno, line
+
+
 def _bad(report: IngestReport, on_bad_line: str, err: DataError):
   if on_bad_line != "skip":
     raise err
@@ -173,44 +187,39 @@ def read_conceptnet_assertions(paths, *, pruned: bool = False,
   """
   report = report or IngestReport()
   builder = _Builder(report, pruned)
-  for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
-    for lineno, line in _lines(path, progress):
-      report.lines += 1
-      if line is None:
-        _bad(report, on_bad_line, DataError(path, lineno, None,
-                                            "line is not valid UTF-8"))
-        continue
-      cols = line.split("\t")
-      if len(cols) != 5:
-        _bad(report, on_bad_line, DataError(
-            path, lineno, None, f"expected 5 tab-separated columns "
-            f"(uri, relation, head, tail, metadata), got {len(cols)}"))
-        continue
-      _, relation, head, tail, meta = cols
-      if not relation.startswith("/r/"):
-        _bad(report, on_bad_line, DataError(
-            path, lineno, "relation", f"not a /r/ URI: {relation[:60]!r}"))
-        continue
-      # Cheap filters first: most of the dump is other languages or URLs.
-      if not (head.startswith("/c/en/") and tail.startswith("/c/en/")):
-        report.drop("non_english")
-        continue
-      if rel_lib.merge_relation(relation) is None:
-        builder.add(relation, "", "", 0.0)  # counts the dropped relation
-        continue
-      try:
-        weight = float(json.loads(meta)["weight"])
-      except (ValueError, KeyError, TypeError) as e:
-        _bad(report, on_bad_line, DataError(
-            path, lineno, "metadata", f"no numeric 'weight' in the JSON "
-            f"metadata ({type(e).__name__})"))
-        continue
-      if not np.isfinite(weight):
-        _bad(report, on_bad_line, DataError(path, lineno, "metadata",
-                                            f"weight is {weight}"))
-        continue
-      builder.add(relation, head[len("/c/en/"):], tail[len("/c/en/"):],
-                  weight)
+  for path, lineno, line in _decoded_lines(paths, report, on_bad_line,
+                                           progress):
+    cols = line.split("\t")
+    if len(cols) != 5:
+      _bad(report, on_bad_line, DataError(
+          path, lineno, None, f"expected 5 tab-separated columns "
+          f"(uri, relation, head, tail, metadata), got {len(cols)}"))
+      continue
+    _, relation, head, tail, meta = cols
+    if not relation.startswith("/r/"):
+      _bad(report, on_bad_line, DataError(
+          path, lineno, "relation", f"not a /r/ URI: {relation[:60]!r}"))
+      continue
+    # Cheap filters first: most of the dump is other languages or URLs.
+    if not (head.startswith("/c/en/") and tail.startswith("/c/en/")):
+      report.drop("non_english")
+      continue
+    if rel_lib.merge_relation(relation) is None:
+      builder.add(relation, "", "", 0.0)  # counts the dropped relation
+      continue
+    try:
+      weight = float(json.loads(meta)["weight"])
+    except (ValueError, KeyError, TypeError) as e:
+      _bad(report, on_bad_line, DataError(
+          path, lineno, "metadata", f"no numeric 'weight' in the JSON "
+          f"metadata ({type(e).__name__})"))
+      continue
+    if not np.isfinite(weight):
+      _bad(report, on_bad_line, DataError(path, lineno, "metadata",
+                                          f"weight is {weight}"))
+      continue
+    builder.add(relation, head[len("/c/en/"):], tail[len("/c/en/"):],
+                weight)
   return builder.build(), report
 
 
@@ -221,41 +230,36 @@ def read_triple_files(paths, *, pruned: bool = False,
   """Reads ``Relation<TAB>head<TAB>tail[<TAB>score]`` files (e.g. CN-100K)."""
   report = report or IngestReport()
   builder = _Builder(report, pruned)
-  for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
-    for lineno, line in _lines(path, progress):
-      report.lines += 1
-      if line is None:
-        _bad(report, on_bad_line, DataError(path, lineno, None,
-                                            "line is not valid UTF-8"))
-        continue
-      if not line.strip():
-        report.drop("blank_line")
-        continue
-      cols = line.split("\t")
-      if len(cols) not in (3, 4):
+  for path, lineno, line in _decoded_lines(paths, report, on_bad_line,
+                                           progress):
+    if not line.strip():
+      report.drop("blank_line")
+      continue
+    cols = line.split("\t")
+    if len(cols) not in (3, 4):
+      _bad(report, on_bad_line, DataError(
+          path, lineno, None, "expected 3 or 4 tab-separated columns "
+          f"(relation, head, tail[, score]), got {len(cols)}"))
+      continue
+    weight = 1.0
+    if len(cols) == 4:
+      try:
+        weight = float(cols[3])
+      except ValueError:
         _bad(report, on_bad_line, DataError(
-            path, lineno, None, "expected 3 or 4 tab-separated columns "
-            f"(relation, head, tail[, score]), got {len(cols)}"))
+            path, lineno, "score", f"not a number: {cols[3][:40]!r}"))
         continue
-      weight = 1.0
-      if len(cols) == 4:
-        try:
-          weight = float(cols[3])
-        except ValueError:
-          _bad(report, on_bad_line, DataError(
-              path, lineno, "score", f"not a number: {cols[3][:40]!r}"))
-          continue
-        if not np.isfinite(weight):
-          _bad(report, on_bad_line, DataError(path, lineno, "score",
-                                              f"score is {weight}"))
-          continue
-        if weight <= 0:
-          report.drop("nonpositive_score")
-          continue
-      for field, value in zip(("relation", "head", "tail"), cols[:3]):
-        if not value.strip():
-          _bad(report, on_bad_line, DataError(path, lineno, field, "empty"))
-          break
-      else:
-        builder.add(cols[0], cols[1], cols[2], weight)
+      if not np.isfinite(weight):
+        _bad(report, on_bad_line, DataError(path, lineno, "score",
+                                            f"score is {weight}"))
+        continue
+      if weight <= 0:
+        report.drop("nonpositive_score")
+        continue
+    for field, value in zip(("relation", "head", "tail"), cols[:3]):
+      if not value.strip():
+        _bad(report, on_bad_line, DataError(path, lineno, field, "empty"))
+        break
+    else:
+      builder.add(cols[0], cols[1], cols[2], weight)
   return builder.build(), report

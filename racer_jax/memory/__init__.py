@@ -1,0 +1,1 @@
+"""RACER's shared memory graph: per-edge outcome statistics across questions."""

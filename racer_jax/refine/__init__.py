@@ -1,0 +1,1 @@
+"""The dual-attention path refiner: score, rank and keep candidate paths."""

@@ -96,6 +96,30 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.max_to_keep = 3
   config.train.num_devices = 0        # data-parallel devices (0: all)
 
+  # Shared memory graph: per-edge success / failure / rejection counts kept
+  # in the checkpoint; actions are reranked by + beta * quality(edge).
+  config.memory = ml_collections.ConfigDict()
+  config.memory.enabled = False
+  config.memory.beta = 1.0           # 0 keeps the memory but disables it
+  config.memory.gamma = 1.0          # weight of rejections vs successes
+  config.memory.prior = 1.0          # pseudo-count: unseen edges score 0
+  config.memory.update_in_training = True
+  config.memory.init_from = ""       # a workdir whose memory seeds this run
+
+  # Multi-path generation and the dual-attention refiner.
+  config.refiner = ml_collections.ConfigDict()
+  config.refiner.walker_workdir = ""  # the trained walker that makes paths
+  config.refiner.paths_per_choice = 8  # N candidate paths per target
+  config.refiner.sample_hops = -1      # sampled hops, then greedy (-1: T/2)
+  config.refiner.temperature = 1.0
+  config.refiner.hidden = 64
+  config.refiner.num_heads = 4
+  config.refiner.mix = 0.5             # λ in s = λ α + (1 - λ) β
+  config.refiner.top_k = 4             # k' paths kept
+  config.refiner.loss = "listwise"     # or "pairwise"
+  config.refiner.num_steps = 400
+  config.refiner.learning_rate = 1e-3
+
   # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.
   config.method = "racer"  # or "hygrl"
   config.hygrl = ml_collections.ConfigDict()

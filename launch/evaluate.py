@@ -34,6 +34,9 @@ _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: "
                              "the newest).")
 _SPLIT = flags.DEFINE_string("split", None, "Split (default: eval.split).")
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
+_MEMORY_BETA = flags.DEFINE_float(
+    "memory_beta", None, "Walker runs with a shared memory: override its "
+    "reranking weight (0 = memory off).")
 _TAUS = flags.DEFINE_list(
     "taus", [], "HyGRL runs: also evaluate policy and heuristic at these "
     "thresholds (a recall-vs-subgraph-size sweep).")
@@ -60,6 +63,7 @@ def main(argv):
   else:
     figures = walker_eval.evaluate(config, _DATA_DIR.value, _WORKDIR.value,
                                    step=_STEP.value, split=_SPLIT.value,
+                                   memory_beta=_MEMORY_BETA.value,
                                    progress=_PROGRESS.value)
   width = max(map(len, figures))
   for k, v in figures.items():

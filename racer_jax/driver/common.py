@@ -18,11 +18,49 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
           max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
           prune_weights=tuple(float(x) for x in w.prune_weights),
           stop_at_target=w.stop_at_target, temperature=t.temperature,
-          heuristic_weight=w.get("heuristic_weight", 0.0)),
+          heuristic_weight=w.get("heuristic_weight", 0.0),
+          memory_beta=memory_beta(config)),
       num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
       teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
       reward=reward_lib.RewardWeights(step=r.step, relation=r.relation,
-                                      goal=r.goal, reach=r.reach))
+                                      goal=r.goal, reach=r.reach),
+      memory_update=bool(memory_on(config) and
+                         config.memory.update_in_training),
+      memory_gamma=float(config.get("memory", {}).get("gamma", 1.0)),
+      memory_prior=float(config.get("memory", {}).get("prior", 1.0)))
+
+
+def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
+                   step: int | None = None, log=print):
+  """A walker run's checkpoint: ``(policy, state, record, step)``.
+
+  ``num_edges``: the graph store's, used when the run kept a memory.
+  """
+  from racer_jax.driver.checkpoints import Checkpointer
+  policy = make_policy(config)
+  optimizer = train_lib.make_optimizer(config.train.learning_rate,
+                                       config.train.grad_clip)
+  template = train_lib.create_train_state(
+      policy, optimizer, config.seed, embed_dim,
+      memory_edges=num_edges if memory_on(config) else 0)
+  ckpt = Checkpointer(Path(workdir) / "checkpoints",
+                      config.train.max_to_keep)
+  restored = ckpt.restore_latest(template, step=step, log=log)
+  ckpt.close()
+  if restored is None:
+    raise FileNotFoundError(f"no checkpoint in {Path(workdir)}/checkpoints:"
+                            " run launch/train.py first")
+  state, record, step = restored
+  return policy, state, record, step
+
+
+def memory_on(config) -> bool:
+  """The run keeps a shared memory (older configs have no section)."""
+  return bool(config.get("memory", {}).get("enabled", False))
+
+
+def memory_beta(config) -> float:
+  return float(config.memory.beta) if memory_on(config) else 0.0
 
 
 def make_policy(config) -> WalkerPolicy:

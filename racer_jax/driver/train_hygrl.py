@@ -17,6 +17,7 @@ from racer_jax.driver.common import (hygrl_config, make_hygrl_policy,
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
 from racer_jax.graph import heuristics
+from racer_jax.memory import edge_memory
 from racer_jax.rl import hygrl, parallel
 from racer_jax.rl import train as train_lib
 
@@ -30,7 +31,8 @@ def create_state(config, embed_dim: int):
   params = hygrl.init_hygrl_policy(policy, jax.random.fold_in(rng, 0x5eed),
                                    embed_dim, config.hygrl.window)
   state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
-                               step=jnp.zeros((), jnp.int32), rng=rng)
+                               step=jnp.zeros((), jnp.int32), rng=rng,
+                               memory=edge_memory.empty(1))  # unused
   return policy, optimizer, state
 
 

@@ -9,19 +9,37 @@ parameters as an uninterrupted one.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable
 
 import jax
 import numpy as np
 
 from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.common import (make_policy, p_teacher_at, start_run,
+from racer_jax.driver.common import (make_policy, memory_on, p_teacher_at,
+                                     restore_walker, start_run,
                                      walker_train_config)
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
 from racer_jax.eval.walker_eval import run_eval
 from racer_jax.rl import parallel
 from racer_jax.rl import train as train_lib
+
+
+def load_memory(workdir, num_edges: int, embed_dim: int, log=print):
+  """The shared memory of another walker run's newest checkpoint (same
+  graph store required: the memory is indexed by its global edge ids)."""
+  import ml_collections
+  workdir = Path(workdir)
+  other = ml_collections.ConfigDict(json.loads(
+      (workdir / "config.json").read_text()))
+  if not memory_on(other):
+    raise ValueError(f"{workdir} kept no shared memory (memory.enabled)")
+  _, state, _, step = restore_walker(other, workdir, embed_dim=embed_dim,
+                                     num_edges=num_edges, log=log)
+  log(f"shared memory from {workdir} step {step}: "
+      f"{int((state.memory.success > 0).sum()):,} edges with successes")
+  return state.memory
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -38,8 +56,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   dataset = ws.splits[t.split].dataset
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(t.learning_rate, t.grad_clip)
-  state = train_lib.create_train_state(policy, optimizer, config.seed,
-                                       ws.concept_emb.shape[1])
+  state = train_lib.create_train_state(
+      policy, optimizer, config.seed, ws.concept_emb.shape[1],
+      memory_edges=ws.kg.num_edges if memory_on(config) else 0)
   ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)
   restored = ckpt.restore_latest(state, log=log)
   theta = None
@@ -47,6 +66,10 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     state, record, start = restored
     theta = record.get("theta")
     log(f"resuming from step {start}")
+  elif memory_on(config) and config.memory.init_from:
+    state = state.replace(memory=load_memory(
+        config.memory.init_from, ws.kg.num_edges, ws.concept_emb.shape[1],
+        log))
   if config.walker.get("heuristic_weight", 0.0) and theta is None:
     from racer_jax.driver.train_hygrl import calibrate
     theta = calibrate(config, dataset, ws.concept_emb, log).tolist()
@@ -73,7 +96,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     del step
     return run_eval(evaluate_fn, state.params, ws.splits[eval_split], ws.kg,
                     concept_emb, relation_emb, config.eval.batch_size,
-                    theta=theta_dev)
+                    theta=theta_dev, memory=state.memory)
 
   end = t.num_steps if stop_after is None else min(t.num_steps,
                                                    start + stop_after)

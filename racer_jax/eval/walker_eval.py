@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tqdm
 
 from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.inputs import load_workspace
+from racer_jax.memory import edge_memory
 from racer_jax.rl import train as train_lib
 
 
@@ -47,15 +48,32 @@ def _path_text(kg, concepts, nodes, relations) -> str:
   return " ".join(parts)
 
 
+@jax.jit
+def _memory_update(memory, edge_ids, walk_reached, gold):
+  """Outcomes of per-choice walks [B, C, W, T] into the shared memory."""
+  c = walk_reached.shape[1]
+  is_gold = jnp.arange(c)[None, :] == gold[:, None]          # [B, C]
+  outcome = jnp.where(walk_reached,
+                      jnp.where(is_gold[..., None], edge_memory.SUCCESS,
+                                edge_memory.FAILURE), edge_memory.NONE)
+  return edge_memory.update(memory, edge_ids.reshape(-1, edge_ids.shape[-1]),
+                            outcome.reshape(-1).astype(jnp.int32))
+
+
 def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
              batch_size: int, *, rows_file=None, progress: bool = False,
-             desc: str = "evaluate", theta=None) -> dict:
+             desc: str = "evaluate", theta=None, memory=None,
+             update_memory: bool = False) -> dict:
   """Runs the jitted goal-conditioned evaluation over a split.
 
   Args:
     evaluate_fn: from :func:`racer_jax.rl.train.make_eval_step`.
     data: a :class:`~racer_jax.driver.inputs.SplitData`.
     rows_file: an open text file for per-question JSON lines, or None.
+    memory: the shared memory (reranks actions when the run uses it).
+    update_memory: add this split's outcomes to ``memory`` as it goes
+      (success: a walk toward the gold choice reached it; failure: a walk
+      toward another choice reached it). Returned under ``"memory"``.
   """
   totals = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
                 agree=0, decisions=0, gold_reach=0, gold_valid=0,
@@ -64,8 +82,11 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
   n_batches = data.dataset.batches_per_epoch(batch_size)
   for batch in tqdm.tqdm(data.dataset.ordered_batches(batch_size),
                          total=n_batches, desc=desc, disable=not progress):
-    out = jax.device_get(evaluate_fn(params, batch, concept_emb,
-                                     relation_emb, theta))
+    out = evaluate_fn(params, batch, concept_emb, relation_emb, theta, memory)
+    if update_memory:
+      memory = _memory_update(memory, out["edge_ids"], out["walk_reached"],
+                              batch.gold)
+    out = jax.device_get(out)
     concepts = batch.graphs.nodes["concept"]
     for row in np.nonzero(batch.example_mask)[0]:
       ex = data.examples[int(batch.example_index[row])]
@@ -119,30 +140,32 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
           totals["retrieved"], 1),
       "retrieved_nodes": totals["retrieved_nodes"] / max(
           totals["retrieved"], 1),
+      **({"memory": memory} if update_memory else {}),
   }
 
 
 def evaluate(config, data_dir, workdir, *, step: int | None = None,
-             split: str | None = None, progress: bool = True,
+             split: str | None = None, memory_beta: float | None = None,
+             progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
-  """Evaluates a checkpoint of ``workdir`` on ``split``; returns figures."""
+  """Evaluates a checkpoint of ``workdir`` on ``split``; returns figures.
+
+  ``memory_beta`` overrides the run's reranking weight (0: the memory off,
+  for the with/without comparison); the memory itself comes from the
+  checkpoint.
+  """
   workdir = Path(workdir)
+  if memory_beta is not None:
+    config = config.copy_and_resolve_references()
+    with config.unlocked():
+      config.memory.beta = float(memory_beta)
   split = split or config.eval.split
   ws = load_workspace(config, data_dir,
                       common.prep_dir_of(config, workdir), [split],
                       progress=progress, log=log)
-  policy = common.make_policy(config)
-  optimizer = train_lib.make_optimizer(config.train.learning_rate,
-                                       config.train.grad_clip)
-  template = train_lib.create_train_state(policy, optimizer, config.seed,
-                                          ws.concept_emb.shape[1])
-  ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
-  restored = ckpt.restore_latest(template, step=step, log=log)
-  ckpt.close()
-  if restored is None:
-    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}: "
-                            "run launch/train.py first")
-  state, record, step = restored
+  policy, state, record, step = common.restore_walker(
+      config, workdir, embed_dim=ws.concept_emb.shape[1],
+      num_edges=ws.kg.num_edges, step=step, log=log)
   theta = record.get("theta")
   theta = None if theta is None else np.asarray(theta, np.float32)
   evaluate_fn = train_lib.make_eval_step(
@@ -155,10 +178,15 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                        ws.concept_emb, ws.relation_emb,
                        config.eval.batch_size, rows_file=f,
                        progress=progress, desc=f"evaluate {split}",
-                       theta=theta)
+                       theta=theta, memory=state.memory,
+                       update_memory=bool(common.memory_on(config) and config
+                                          .memory.get("update_in_eval",
+                                                      False)))
     f.flush()
     os.fsync(f.fileno())
+  figures.pop("memory", None)
   figures = {"split": split, "step": step, **figures,
+             "memory_beta": common.memory_beta(config),
              "max_steps": config.walker.max_steps,
              "per_question_file": str(rows_path)}
   (out_dir / f"{split}_step{step}.metrics.json").write_text(

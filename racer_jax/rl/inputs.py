@@ -63,7 +63,7 @@ def heuristic_prior(batch, node_emb, query, theta, *,
 
 
 def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int,
-                prior_theta=None) -> WalkInputs:
+                prior_theta=None, edge_quality=None) -> WalkInputs:
   """Walker inputs for ``target_choice`` [B] of each question of ``batch``.
 
   Args:
@@ -74,6 +74,8 @@ def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int,
       question's walkers.
     prior_theta: optional float32 [4] fusion weights: when given, the
       pruning prior is :func:`heuristic_prior`; zeros otherwise.
+    edge_quality: optional float32 [E2] shared-memory quality per global
+      edge id (:func:`racer_jax.memory.edge_memory.quality`).
   """
   nodes, edges = batch.graphs.nodes, batch.graphs.edges
   node_emb = concept_emb[jnp.maximum(nodes["concept"], 0)]
@@ -97,4 +99,9 @@ def walk_inputs(batch, concept_emb, query, target_choice, num_walkers: int,
       start_mask=start_mask & usable[:, None],
       prior=(jnp.zeros(batch.neighbors.shape, jnp.float32)
              if prior_theta is None else
-             heuristic_prior(batch, node_emb, query, prior_theta)))
+             heuristic_prior(batch, node_emb, query, prior_theta)),
+      edge_quality=(jnp.zeros(batch.edge_mask.shape, jnp.float32)
+                    if edge_quality is None else jnp.where(
+                        batch.edge_mask,
+                        edge_quality[jnp.maximum(edges["edge_id"], 0)],
+                        0.0)))

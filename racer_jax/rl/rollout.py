@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from racer_jax.graph import env, pruning, teacher
+from racer_jax.memory import edge_memory
 from racer_jax.rl import reward as reward_lib
 from racer_jax.rl.policy import MASKED_LOGIT, WalkerPolicy, masked_log_softmax
 
@@ -33,6 +34,9 @@ class RolloutConfig:
   temperature: float = 1.0
   greedy: bool = False
   heuristic_weight: float = 0.0  # fused HyGRL heuristic as a pruning prior
+  memory_beta: float = 0.0       # shared-memory reranking: + β·quality(edge)
+  sample_hops: int = -1          # multi-path: sample this many hops, then
+  #                                greedy (-1: every hop by the mode above)
 
 
 @flax.struct.dataclass
@@ -47,6 +51,8 @@ class WalkInputs:
     starts: int32 [W] start nodes; start_mask: bool [W].
     prior: float32 [N, D] extra pruning score per neighbor slot (HyGRL's
       fused heuristic; zeros when unused).
+    edge_quality: float32 [E] shared-memory quality of each local edge
+      (zeros when unused).
   """
   node_emb: jax.Array
   query: jax.Array
@@ -62,6 +68,7 @@ class WalkInputs:
   starts: jax.Array
   start_mask: jax.Array
   prior: jax.Array
+  edge_quality: jax.Array
 
 
 @flax.struct.dataclass
@@ -103,6 +110,7 @@ class Prepared:
   rewards: reward_lib.RewardTables
   teacher: jax.Array        # int32 [N] teacher action per node
   distance: jax.Array       # int32 [N] hops to the targets
+  action_quality: jax.Array  # float32 [N, K] memory quality of each action
 
 
 def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
@@ -127,11 +135,14 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
       action_node=inputs.receivers[actions.edge],
       action_relation=inputs.relation[actions.edge],
       is_target=inputs.is_target & inputs.node_mask)
+  action_quality = jnp.where(actions.mask,
+                             inputs.edge_quality[actions.edge], 0.0)
   return Prepared(
       graph=graph, tables=tables,
       rewards=reward_lib.reward_tables(inputs.node_emb, rel_emb, inputs.query,
                                        inputs.target, graph.is_target),
-      teacher=teacher_action, distance=distance)
+      teacher=teacher_action, distance=distance,
+      action_quality=action_quality)
 
 
 def sample_categorical(probs, u):
@@ -164,6 +175,8 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
     logits = policy.apply(params, tables, carry, node,
                           graph.action_relation[node], graph.action_node[node],
                           method=WalkerPolicy.logits)
+    logits = edge_memory.rerank(logits, prep.action_quality[node],
+                                cfg.memory_beta)
     valid = env.valid_actions(graph, state)
     log_probs = masked_log_softmax(logits, valid)
     probs = jnp.exp(log_probs)
@@ -181,6 +194,9 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
     forced = (~state.done) & (u_teacher < p_teacher)
     if cfg.greedy:
       action, forced = greedy, jnp.zeros_like(forced)
+    elif cfg.sample_hops >= 0:  # multi-path: sample, then greedy; no teacher
+      action = jnp.where(t < cfg.sample_hops, sampled, greedy)
+      forced = jnp.zeros_like(forced)
     else:
       action = jnp.where(forced, teacher_action, sampled)
     next_state, moved, _ = env.step(graph, state, action,
@@ -220,3 +236,36 @@ def rollout(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb, rng,
       lambda p, s, k: walk(policy, params, p, s, k, p_teacher, cfg, weights),
       in_axes=(None, 0, 0))
   return jax.vmap(per_walker)(prep, inputs.starts, keys)
+
+
+def distinct_paths(nodes, edges, valid):
+  """bool [W]: the first occurrence of every distinct walk of one question
+  (same start node and same edge sequence = the same path).
+
+  Args:
+    nodes: int32 [W, T + 1]; edges: int32 [W, T]; valid: bool [W].
+  """
+  same = (jnp.all(edges[:, None] == edges[None], axis=-1) &
+          (nodes[:, None, 0] == nodes[None, :, 0]))
+  earlier = jnp.tril(jnp.ones(same.shape, bool), k=-1)
+  dup = jnp.any(same & earlier & valid[None, :], axis=1)
+  return valid & ~dup
+
+
+def multipath(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
+              rng, cfg: RolloutConfig, weights: reward_lib.RewardWeights):
+  """RACER's multi-path generation: every walker samples (at
+  ``cfg.temperature``) for the first ``cfg.sample_hops`` hops (default: half
+  of them) and is greedy after, with no teacher.
+
+  Returns:
+    ``(trajectory [B, W, ...], distinct bool [B, W], path_log_prob [B, W])``;
+    ``distinct`` masks invalid walkers and repeated paths.
+  """
+  hops = cfg.sample_hops if cfg.sample_hops >= 0 else cfg.max_steps // 2
+  cfg = dataclasses.replace(cfg, greedy=False, sample_hops=hops)
+  traj = rollout(policy, params, inputs, rel_emb, rng, 0.0, cfg, weights)
+  distinct = jax.vmap(distinct_paths)(traj.nodes, traj.edges,
+                                      inputs.start_mask)
+  log_prob = jnp.sum(jnp.where(traj.active, traj.log_prob, 0.0), axis=-1)
+  return traj, distinct, log_prob

@@ -304,7 +304,8 @@ def walk_inputs(batch, concept_emb, num_walkers: int) -> types.SimpleNamespace:
       receivers=g.receivers, relation=g.edges["relation"],
       edge_mask=batch.edge_mask, starts=order.gather(1, slots),
       start_mask=((count > 0) & usable)[:, None].expand(-1, num_walkers),
-      prior=torch.zeros(batch.neighbors.shape))  # no heuristic prior
+      prior=torch.zeros(batch.neighbors.shape),   # no heuristic prior
+      edge_quality=torch.zeros(batch.edge_mask.shape))  # no memory
 
 
 def batch_to_torch(batch):

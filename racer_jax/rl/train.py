@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from racer_jax.memory import edge_memory
 from racer_jax.rl import losses
 from racer_jax.rl import reward as reward_lib
 from racer_jax.rl.inputs import walk_inputs
@@ -26,10 +27,13 @@ from racer_jax.rl.rollout import RolloutConfig, rollout
 
 @flax.struct.dataclass
 class TrainState:
+  """Everything a checkpoint restores. ``memory`` is the shared memory
+  graph (edge counts [E2]; one unused slot when the run does not use it)."""
   params: Any
   opt_state: Any
   step: jax.Array   # int32 []
   rng: jax.Array    # uint32 [2], the run's base key
+  memory: edge_memory.EdgeMemory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +46,9 @@ class WalkerTrainConfig:
   teacher_weight: float = 1.0
   teacher_return: float = 1.0
   reward: reward_lib.RewardWeights = reward_lib.RewardWeights()
+  memory_update: bool = False   # add training walks' outcomes to memory
+  memory_gamma: float = 1.0
+  memory_prior: float = 1.0
 
 
 def make_optimizer(learning_rate: float, grad_clip: float
@@ -51,11 +58,15 @@ def make_optimizer(learning_rate: float, grad_clip: float
 
 
 def create_train_state(policy: WalkerPolicy, optimizer, seed: int,
-                       embed_dim: int) -> TrainState:
+                       embed_dim: int, memory_edges: int = 0) -> TrainState:
+  """A fresh state; ``memory_edges`` = the graph store's ``num_edges`` when
+  the run keeps a shared memory (else one unused slot: orbax cannot save
+  empty arrays)."""
   rng = jax.random.PRNGKey(seed)
   params = init_policy(policy, jax.random.fold_in(rng, 0x5eed), embed_dim)
   return TrainState(params=params, opt_state=optimizer.init(params),
-                    step=jnp.zeros((), jnp.int32), rng=rng)
+                    step=jnp.zeros((), jnp.int32), rng=rng,
+                    memory=edge_memory.empty(max(memory_edges, 1)))
 
 
 def _walker_losses(traj, cfg: WalkerTrainConfig, valid):
@@ -76,13 +87,33 @@ def _prior_theta(cfg: WalkerTrainConfig, theta):
   return theta if cfg.rollout.heuristic_weight and theta is not None else None
 
 
+def _quality(cfg: WalkerTrainConfig, memory):
+  if not cfg.rollout.memory_beta or memory is None:
+    return None
+  return edge_memory.quality(memory, gamma=cfg.memory_gamma,
+                             prior=cfg.memory_prior)
+
+
+def global_edge_ids(batch, traj):
+  """int32 [B, W, T] global edge ids of the walks' hops (-1: no hop)."""
+  ids = jax.vmap(lambda table, e: jnp.where(e >= 0, table[jnp.maximum(e, 0)],
+                                            -1))(
+      batch.graphs.edges["edge_id"], traj.edges)
+  return ids.astype(jnp.int32)
+
+
 def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
-                rng, p_teacher, cfg: WalkerTrainConfig, theta=None):
+                rng, p_teacher, cfg: WalkerTrainConfig, theta=None,
+                memory=None):
   """Mean loss over valid walkers toward each question's gold choice.
   ``theta``: HyGRL fusion weights, used as a pruning prior when
-  ``cfg.rollout.heuristic_weight`` is nonzero."""
+  ``cfg.rollout.heuristic_weight`` is nonzero; ``memory``: the shared
+  memory, reranking actions when ``cfg.rollout.memory_beta`` is nonzero.
+  Returns ``(loss, (metrics, memory_paths))`` with the walks' global edge
+  ids and success flags for the memory update."""
   inputs = walk_inputs(batch, concept_emb, batch.query, batch.gold,
-                       cfg.num_walkers, _prior_theta(cfg, theta))
+                       cfg.num_walkers, _prior_theta(cfg, theta),
+                       _quality(cfg, memory))
   traj = rollout(policy, params, inputs, rel_emb, rng, p_teacher, cfg.rollout,
                  cfg.reward)
   valid = inputs.start_mask                                    # [B, W]
@@ -105,7 +136,10 @@ def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
                           jnp.maximum(jnp.sum(active), 1),
       "walkers": vf.sum(),
   }
-  return loss, metrics
+  outcome = jnp.where(traj.reached & valid, edge_memory.SUCCESS,
+                      edge_memory.NONE).astype(jnp.int32)
+  paths = (global_edge_ids(batch, traj), outcome)
+  return loss, (metrics, jax.lax.stop_gradient(paths))
 
 
 def apply_guarded(state: TrainState, optimizer, loss, grads):
@@ -118,9 +152,9 @@ def apply_guarded(state: TrainState, optimizer, loss, grads):
   finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
   keep = lambda new, old: jax.tree.map(
       lambda a, b: jnp.where(finite, a, b), new, old)
-  new_state = TrainState(params=keep(params, state.params),
-                         opt_state=keep(opt_state, state.opt_state),
-                         step=state.step + 1, rng=state.rng)
+  new_state = state.replace(params=keep(params, state.params),
+                            opt_state=keep(opt_state, state.opt_state),
+                            step=state.step + 1)
   return new_state, {"grad_norm": grad_norm,
                      "finite": finite.astype(jnp.float32)}
 
@@ -138,9 +172,14 @@ def make_train_step(policy: WalkerPolicy, optimizer,
            theta=None):
     rng = jax.random.fold_in(state.rng, state.step)
     grad_fn = jax.value_and_grad(walker_loss, has_aux=True)
-    (loss, metrics), grads = grad_fn(state.params, policy, batch, concept_emb,
-                                     rel_emb, rng, p_teacher, cfg, theta)
+    (loss, (metrics, (ids, outcome))), grads = grad_fn(
+        state.params, policy, batch, concept_emb, rel_emb, rng, p_teacher,
+        cfg, theta, state.memory)
     new_state, guard = apply_guarded(state, optimizer, loss, grads)
+    if cfg.memory_update:
+      new_state = new_state.replace(memory=edge_memory.update(
+          new_state.memory, ids.reshape(-1, ids.shape[-1]),
+          outcome.reshape(-1)))
     return new_state, dict(metrics, **guard, p_teacher=p_teacher)
 
   if wrap is not None:
@@ -149,23 +188,25 @@ def make_train_step(policy: WalkerPolicy, optimizer,
 
 
 def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
-  """``eval(params, batch, concept_emb, rel_emb, theta=None)`` -> per
-  question and
+  """``eval(params, batch, concept_emb, rel_emb, theta=None,
+  memory=None)`` -> per question and
   choice (goal-conditioned walks toward every choice, greedy):
 
   ``reached`` bool [B, C], ``oracle`` bool [B, C], ``length`` int32 [B, C]
   (shortest reaching walk, else 0), ``agree``/``decisions`` [B, C] (greedy
   vs teacher action over active steps), ``valid`` bool [B, C] and the paths
-  ``nodes`` [B, C, W, T+1], ``relations`` [B, C, W, T], ``walk_reached``
-  [B, C, W].
+  ``nodes`` [B, C, W, T+1], ``relations`` [B, C, W, T], global
+  ``edge_ids`` [B, C, W, T] and ``walk_reached`` [B, C, W].
   """
   greedy = dataclasses.replace(cfg.rollout, greedy=True)
 
-  def per_choice(params, batch, concept_emb, rel_emb, choice, theta):
+  def per_choice(params, batch, concept_emb, rel_emb, choice, theta,
+                 memory):
     target = jnp.where(batch.choice_valid[:, choice], choice, -1)
     target = jnp.broadcast_to(target, batch.gold.shape).astype(jnp.int32)
     inputs = walk_inputs(batch, concept_emb, batch.query, target,
-                         cfg.num_walkers, _prior_theta(cfg, theta))
+                         cfg.num_walkers, _prior_theta(cfg, theta),
+                         _quality(cfg, memory))
     traj = rollout(policy, params, inputs, rel_emb, jax.random.PRNGKey(0),
                    0.0, greedy, cfg.reward)
     valid = inputs.start_mask
@@ -182,13 +223,15 @@ def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
         "decisions": jnp.sum(active, axis=(1, 2)),
         "valid": jnp.any(valid, axis=1),
         "nodes": traj.nodes, "relations": traj.relations,
+        "edge_ids": global_edge_ids(batch, traj),
         "walk_reached": reached,
     }
 
-  def evaluate(params, batch, concept_emb, rel_emb, theta=None):
+  def evaluate(params, batch, concept_emb, rel_emb, theta=None,
+               memory=None):
     c = batch.choice_mask.shape[2]
     out = jax.vmap(lambda ch: per_choice(params, batch, concept_emb, rel_emb,
-                                         ch, theta))(jnp.arange(c))
+                                         ch, theta, memory))(jnp.arange(c))
     return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), out)
 
   return jax.jit(evaluate)

@@ -22,7 +22,8 @@ from absl import app, flags, logging  # noqa: E402
 import ml_collections  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from racer_jax.eval import retrieval_eval, walker_eval  # noqa: E402
+from racer_jax.eval import refiner_eval, retrieval_eval  # noqa: E402
+from racer_jax.eval import walker_eval  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Configuration file (default: <workdir>/config.json).")
@@ -55,7 +56,11 @@ def main(argv):
       raise app.UsageError(f"{path} not found: pass --config or train first")
     with open(path, encoding="utf-8") as f:
       config = ml_collections.ConfigDict(json.load(f))
-  if config.get("method", "racer") == "hygrl":
+  if config.train.get("stage", "walker") == "refiner":
+    figures = refiner_eval.evaluate(
+        config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
+        split=_SPLIT.value, progress=_PROGRESS.value)
+  elif config.get("method", "racer") == "hygrl":
     figures = retrieval_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
         split=_SPLIT.value, walker_workdir=_WALKER.value,

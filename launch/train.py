@@ -7,6 +7,9 @@ imitation stage, then SCST + margin).
       --workdir=runs/csqa --config.train.num_steps=3000
   python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
       --workdir=runs/csqa_hygrl --config.method=hygrl
+  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+      --workdir=runs/csqa_refiner --config.train.stage=refiner \
+      --config.refiner.walker_workdir=runs/csqa
 
 Prepares the data if needed (cached under ``<workdir>/prep`` or
 ``--config.prep_dir``), trains with a progress bar, logs metrics to
@@ -23,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from racer_jax.driver import train_hygrl, train_walker  # noqa: E402
+from racer_jax.driver import train_hygrl, train_refiner  # noqa: E402
+from racer_jax.driver import train_walker  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
@@ -43,8 +47,17 @@ def main(argv):
   if config.method not in runs:
     raise app.UsageError(f"method={config.method!r}; expected one of "
                          f"{sorted(runs)}")
-  metrics = runs[config.method](config, _DATA_DIR.value, _WORKDIR.value,
-                                progress=_PROGRESS.value)
+  run = runs[config.method]
+  if config.train.stage == "refiner":
+    if not config.refiner.walker_workdir:
+      raise app.UsageError("--config.train.stage=refiner needs "
+                           "--config.refiner.walker_workdir=<a walker run>")
+    run = train_refiner.train
+  elif config.train.stage != "walker":
+    raise app.UsageError(f"train.stage={config.train.stage!r}; expected "
+                         "walker or refiner")
+  metrics = run(config, _DATA_DIR.value, _WORKDIR.value,
+                progress=_PROGRESS.value)
   print(json.dumps({"workdir": _WORKDIR.value, **metrics}, sort_keys=True))
 
 

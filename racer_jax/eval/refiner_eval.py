@@ -1,0 +1,105 @@
+"""Evaluation of the refiner (and the shared memory) from checkpoints.
+
+On a split, the frozen walker generates every question's candidate paths
+(multi-path generation toward every choice); the refiner keeps its top-k'.
+Baselines: a random k' of the same candidates, and the top-k' by the
+walker's path log-probability. Figures, over labeled questions:
+
+* ``gold_in_topk_{refiner,random,logprob}``: the kept set holds a
+  gold-supporting path (one that connects a question concept to the gold
+  answer);
+* ``gold_ratio_*``: gold-supporting to other paths among those kept;
+* ``hit_rate_memory_on`` / ``_off``: a walk toward the gold choice reached
+  it, with the walker's shared memory reranking its actions or not (same
+  parameters), and ``gold_in_topk_refiner_memory_off``;
+* ``any_gold_path``: questions with any gold-supporting candidate (the
+  ceiling for every selector).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import jax
+import numpy as np
+import tqdm
+
+from racer_jax.driver import common
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.inputs import load_workspace
+from racer_jax.driver.train_refiner import (create_state, load_walker,
+                                            refiner_config)
+from racer_jax.refine import training
+
+_SELECTORS = ("refiner", "random", "logprob")
+
+
+def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
+         seed, progress, desc):
+  sums, labeled = {}, 0
+  quality = (np.zeros(ws.kg.num_edges, np.float32) if quality is None
+             else quality)
+  for i, batch in enumerate(tqdm.tqdm(
+      data.dataset.ordered_batches(batch_size), desc=desc,
+      total=data.dataset.batches_per_epoch(batch_size),
+      disable=not progress)):
+    out = jax.device_get(evaluate_fn(
+        params, batch, walker_params, ws.concept_emb, ws.relation_emb,
+        quality, jax.random.fold_in(jax.random.PRNGKey(seed), i)))
+    rows = out["labeled"]
+    labeled += int(rows.sum())
+    for key in ("hit", "any_positive") + tuple(
+        f"{m}_{s}" for m in ("gold_in_topk", "positives", "kept")
+        for s in _SELECTORS):
+      sums[key] = sums.get(key, 0.0) + float(np.sum(out[key][rows]))
+  n = max(labeled, 1)
+  figures = {"labeled": labeled, "hit_rate": sums["hit"] / n,
+             "any_gold_path": sums["any_positive"] / n}
+  for s in _SELECTORS:
+    figures[f"gold_in_topk_{s}"] = sums[f"gold_in_topk_{s}"] / n
+    others = sums[f"kept_{s}"] - sums[f"positives_{s}"]
+    figures[f"gold_ratio_{s}"] = sums[f"positives_{s}"] / max(others, 1.0)
+  return figures
+
+
+def evaluate(config, data_dir, workdir, *, step: int | None = None,
+             split: str | None = None, progress: bool = True,
+             log: Callable[[str], None] = print) -> dict:
+  """Evaluates a refiner run of ``workdir`` on ``split``."""
+  workdir = Path(workdir)
+  split = split or config.eval.split
+  ws = load_workspace(config, data_dir, common.prep_dir_of(config, workdir),
+                      [split], progress=progress, log=log)
+  wconfig, walker, wstate, wstep, quality = load_walker(
+      config.refiner.walker_workdir, ws, log)
+  refiner, _, template = create_state(config, ws.concept_emb.shape[1],
+                                      wconfig.walker.max_steps)
+  ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
+  restored = ckpt.restore_latest(template, step=step, log=log)
+  ckpt.close()
+  if restored is None:
+    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}")
+  state, _, step = restored
+  evaluate_fn = training.make_refiner_eval(
+      refiner, walker, common.walker_train_config(wconfig),
+      refiner_config(config))
+  run = lambda q, tag: _run(evaluate_fn, state.params, ws.splits[split],
+                            wstate.params, ws, q, config.eval.batch_size,
+                            config.seed, progress, f"refiner eval ({tag})")
+  on = run(quality, "memory on")
+  off = run(None, "memory off") if quality is not None else on
+  figures = {"split": split, "step": step, "walker_step": wstep,
+             "top_k": config.refiner.top_k,
+             "paths_per_choice": config.refiner.paths_per_choice,
+             "memory_available": quality is not None,
+             **{k: v for k, v in on.items() if k != "hit_rate"},
+             "hit_rate_memory_on": on["hit_rate"],
+             "hit_rate_memory_off": off["hit_rate"],
+             "gold_in_topk_refiner_memory_off": off["gold_in_topk_refiner"]}
+  out_dir = workdir / "eval"
+  out_dir.mkdir(exist_ok=True)
+  (out_dir / f"{split}_step{step}.refiner.json").write_text(
+      json.dumps(figures, indent=1))
+  return figures

@@ -1,0 +1,125 @@
+"""Multi-path generation, the refiner stage end to end, and exact
+save/restore of the shared memory and the refiner."""
+
+import json
+import subprocess
+import sys
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import test as test_config
+from racer_jax.driver import common, train_refiner, train_walker
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.inputs import load_workspace
+from racer_jax.rl import rollout as rollout_lib
+from racer_jax.rl.inputs import walk_inputs
+from tests.conftest import REPO
+
+QUIET = dict(progress=False, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def walker_run(tmp_path_factory):
+  """A small walker run that keeps a shared memory."""
+  root = tmp_path_factory.mktemp("walker")
+  config = test_config.get_config()
+  config.prep_dir = str(root / "prep")
+  config.memory.enabled = True
+  train_walker.train(config, None, root / "run", **QUIET)
+  return config, root
+
+
+def test_multipath_is_greedy_after_the_switch_and_distinct(walker_run):
+  config, root = walker_run
+  ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
+  policy, state, _, _ = common.restore_walker(
+      config, root / "run", embed_dim=ws.concept_emb.shape[1],
+      num_edges=ws.kg.num_edges, **{"log": lambda _: None})
+  cfg = common.walker_train_config(config)
+  rollout_cfg = cfg.rollout.__class__(**{
+      **cfg.rollout.__dict__, "sample_hops": 1, "temperature": 2.0})
+  batch = ws.splits["train"].dataset.batch_for_step(0, 0, 4)
+  x = walk_inputs(batch, ws.concept_emb, batch.query, batch.gold, 16)
+  run = jax.jit(lambda k: rollout_lib.multipath(
+      policy, state.params, x, ws.relation_emb, k, rollout_cfg, cfg.reward))
+  traj, distinct, log_prob = jax.device_get(run(jax.random.PRNGKey(3)))
+  active = traj.active
+  # After the switch hop every action is the greedy one; no teacher.
+  assert not traj.teacher_forced.any()
+  after = active[..., 1:]
+  np.testing.assert_array_equal(traj.action[..., 1:][after],
+                                traj.greedy_action[..., 1:][after])
+  # Distinct paths: no two kept walkers of a question share a path.
+  for b in range(distinct.shape[0]):
+    kept = [tuple(traj.nodes[b, w]) + tuple(traj.edges[b, w])
+            for w in np.flatnonzero(distinct[b])]
+    assert len(kept) == len(set(kept))
+    walks = {tuple(traj.nodes[b, w]) + tuple(traj.edges[b, w])
+             for w in np.flatnonzero(x.start_mask[b])}
+    assert len(kept) == len(walks)  # every distinct walk is kept once
+  np.testing.assert_allclose(
+      log_prob, np.where(active, traj.log_prob, 0.0).sum(-1), rtol=1e-6)
+  # Sampling explores: more than one distinct path for some question.
+  assert distinct.sum(axis=1).max() > 1
+
+
+def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
+  config, root = walker_run
+  config = config.copy_and_resolve_references()
+  config.memory.enabled = False
+  config.train.stage = "refiner"
+  config.refiner.walker_workdir = str(root / "run")
+  config.refiner.num_steps = 12
+  config.refiner.paths_per_choice = 4
+  config.refiner.hidden = 16
+  config.train.checkpoint_every = 5
+  train_refiner.train(config, None, tmp_path / "straight", **QUIET)
+  train_refiner.train(config, None, tmp_path / "stopped", stop_after=7,
+                      **QUIET)
+  train_refiner.train(config, None, tmp_path / "stopped", **QUIET)
+  _, _, template = train_refiner.create_state(config, 64,
+                                              config.walker.max_steps)
+  finals = []
+  for name in ("straight", "stopped"):
+    ckpt = Checkpointer(tmp_path / name / "checkpoints")
+    state, record, step = ckpt.restore_latest(template)
+    ckpt.close()
+    assert step == 12 and record["stage"] == "refiner"
+    finals.append(state)
+  chex.assert_trees_all_equal(finals[0], finals[1])
+  out = subprocess.run(
+      [sys.executable, str(REPO / "launch/evaluate.py"),
+       f"--workdir={tmp_path}/straight", "--progress=false"],
+      capture_output=True, text=True, check=True, cwd=tmp_path)
+  figures = json.loads(out.stdout.strip().splitlines()[-1])
+  for key in ("gold_in_topk_refiner", "gold_in_topk_random",
+              "gold_in_topk_logprob", "hit_rate_memory_on",
+              "hit_rate_memory_off"):
+    assert 0.0 <= figures[key] <= 1.0, key
+  assert figures["memory_available"]
+  assert figures["gold_in_topk_refiner"] <= figures["any_gold_path"]
+
+
+def test_memory_and_refiner_checkpoint_roundtrip(walker_run, tmp_path):
+  config, root = walker_run
+  ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
+  _, state, _, _ = common.restore_walker(
+      config, root / "run", embed_dim=ws.concept_emb.shape[1],
+      num_edges=ws.kg.num_edges, log=lambda _: None)
+  assert state.memory.num_edges == ws.kg.num_edges
+  assert float(jnp.sum(state.memory.success)) > 0  # training filled it
+  ckpt = Checkpointer(tmp_path / "c")
+  ckpt.save(1, jax.device_get(state), {})
+  fresh = jax.tree.map(jnp.zeros_like, state)
+  restored, _, _ = ckpt.restore_latest(fresh)
+  ckpt.close()
+  chex.assert_trees_all_equal(restored, jax.device_get(state))
+  # A new run seeded with this memory starts from exactly these counts.
+  seeded = train_walker.load_memory(root / "run", ws.kg.num_edges,
+                                    ws.concept_emb.shape[1],
+                                    log=lambda _: None)
+  chex.assert_trees_all_equal(seeded, jax.device_get(state.memory))

@@ -1,4 +1,4 @@
-r"""Evaluates a trained walker from its checkpoint.
+r"""Evaluates a trained run (walker, HyGRL or refiner) from its checkpoint.
 
   python launch/evaluate.py --workdir=runs/demo
   python launch/evaluate.py --workdir=runs/csqa --data_dir=../shared/data \
@@ -9,7 +9,10 @@ the figures; the last line is one JSON object: for the walker
 ``path_hit_rate``, ``oracle_hit_rate``, ``mean_path_length``, ...; for a
 HyGRL run (``method=hygrl``) ``recall_policy``, ``recall_heuristic``,
 ``mean_subgraph_nodes_policy``, ``mean_subgraph_nodes_heuristic``, ... and,
-with ``--walker_workdir``, the RACER walker's retrieval figures.
+with ``--walker_workdir``, the RACER walker's retrieval figures; for a
+refiner run (``train.stage=refiner``) ``gold_in_topk_refiner``,
+``gold_in_topk_random``, ``gold_in_topk_logprob``, ``hit_rate_memory_on``,
+``hit_rate_memory_off``, ... and, with ``--top_ks``, a sweep over k'.
 """
 
 import json
@@ -41,6 +44,9 @@ _MEMORY_BETA = flags.DEFINE_float(
 _TAUS = flags.DEFINE_list(
     "taus", [], "HyGRL runs: also evaluate policy and heuristic at these "
     "thresholds (a recall-vs-subgraph-size sweep).")
+_TOP_KS = flags.DEFINE_list(
+    "top_ks", [], "Refiner runs: also report every selector at these k' "
+    "(a sweep for choosing refiner.top_k on validation).")
 _WALKER = flags.DEFINE_string(
     "walker_workdir", None, "HyGRL runs: a walker run whose evaluation on "
     "the same split joins the retrieval table.")
@@ -59,7 +65,8 @@ def main(argv):
   if config.train.get("stage", "walker") == "refiner":
     figures = refiner_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
-        split=_SPLIT.value, progress=_PROGRESS.value)
+        split=_SPLIT.value, top_ks=[int(k) for k in _TOP_KS.value],
+        progress=_PROGRESS.value)
   elif config.get("method", "racer") == "hygrl":
     figures = retrieval_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
@@ -76,7 +83,12 @@ def main(argv):
       continue
     print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
           f"{k:<{width}}  {v}")
-  if figures.get("sweep"):
+  if figures.get("sweep") and "top_k" in figures["sweep"][0]:
+    print("k'   gold in top-k': refiner / random / logprob / per hop")
+    for row in figures["sweep"]:
+      print(f"{row['top_k']:<4} " + " / ".join(
+          f"{row['gold_in_topk_' + s]:.3f}" for s in refiner_eval.SELECTORS))
+  elif figures.get("sweep"):
     print("tau    recall policy / heuristic    nodes policy / heuristic")
     for row in figures["sweep"]:
       print(f"{row['tau']:<6} {row['recall_policy']:>13.3f} / "

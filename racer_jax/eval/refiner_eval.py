@@ -3,7 +3,9 @@
 On a split, the frozen walker generates every question's candidate paths
 (multi-path generation toward every choice); the refiner keeps its top-k'.
 Baselines: a random k' of the same candidates, and the top-k' by the
-walker's path log-probability. Figures, over labeled questions:
+walker's path log-probability, total (``logprob``) and per hop
+(``logprob_per_hop``, which removes the total's bias toward short paths).
+Figures, over labeled questions:
 
 * ``gold_in_topk_{refiner,random,logprob}``: the kept set holds a
   gold-supporting path (one that connects a question concept to the gold
@@ -33,11 +35,11 @@ from racer_jax.driver.train_refiner import (create_state, load_walker,
                                             refiner_config)
 from racer_jax.refine import training
 
-_SELECTORS = ("refiner", "random", "logprob")
+SELECTORS = ("refiner", "random", "logprob", "logprob_per_hop")
 
 
 def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
-         seed, progress, desc):
+         seed, progress, desc, top_ks=()):
   sums, labeled = {}, 0
   quality = (np.zeros(ws.kg.num_edges, np.float32) if quality is None
              else quality)
@@ -50,24 +52,33 @@ def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
         quality, jax.random.fold_in(jax.random.PRNGKey(seed), i)))
     rows = out["labeled"]
     labeled += int(rows.sum())
+    names = [f"{s}{k}" for s in SELECTORS
+             for k in [""] + [f"@{k}" for k in top_ks]]
     for key in ("hit", "any_positive") + tuple(
         f"{m}_{s}" for m in ("gold_in_topk", "positives", "kept")
-        for s in _SELECTORS):
+        for s in names):
       sums[key] = sums.get(key, 0.0) + float(np.sum(out[key][rows]))
   n = max(labeled, 1)
   figures = {"labeled": labeled, "hit_rate": sums["hit"] / n,
              "any_gold_path": sums["any_positive"] / n}
-  for s in _SELECTORS:
+  ratio = lambda s: sums[f"positives_{s}"] / max(
+      sums[f"kept_{s}"] - sums[f"positives_{s}"], 1.0)
+  for s in SELECTORS:
     figures[f"gold_in_topk_{s}"] = sums[f"gold_in_topk_{s}"] / n
-    others = sums[f"kept_{s}"] - sums[f"positives_{s}"]
-    figures[f"gold_ratio_{s}"] = sums[f"positives_{s}"] / max(others, 1.0)
+    figures[f"gold_ratio_{s}"] = ratio(s)
+  figures["sweep"] = [
+      {"top_k": k, **{f"gold_in_topk_{s}": sums[f"gold_in_topk_{s}@{k}"] / n
+                      for s in SELECTORS},
+       **{f"gold_ratio_{s}": ratio(f"{s}@{k}") for s in SELECTORS}}
+      for k in top_ks]
   return figures
 
 
 def evaluate(config, data_dir, workdir, *, step: int | None = None,
-             split: str | None = None, progress: bool = True,
+             split: str | None = None, top_ks=(), progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
-  """Evaluates a refiner run of ``workdir`` on ``split``."""
+  """Evaluates a refiner run of ``workdir`` on ``split``; ``top_ks`` adds a
+  sweep over k' (figures under ``sweep``) for choosing k' on validation."""
   workdir = Path(workdir)
   split = split or config.eval.split
   ws = load_workspace(config, data_dir, common.prep_dir_of(config, workdir),
@@ -84,20 +95,23 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   state, _, step = restored
   evaluate_fn = training.make_refiner_eval(
       refiner, walker, common.walker_train_config(wconfig),
-      refiner_config(config))
+      refiner_config(config), top_ks=tuple(top_ks))
   run = lambda q, tag: _run(evaluate_fn, state.params, ws.splits[split],
                             wstate.params, ws, q, config.eval.batch_size,
-                            config.seed, progress, f"refiner eval ({tag})")
+                            config.seed, progress, f"refiner eval ({tag})",
+                            tuple(top_ks))
   on = run(quality, "memory on")
   off = run(None, "memory off") if quality is not None else on
   figures = {"split": split, "step": step, "walker_step": wstep,
              "top_k": config.refiner.top_k,
              "paths_per_choice": config.refiner.paths_per_choice,
              "memory_available": quality is not None,
-             **{k: v for k, v in on.items() if k != "hit_rate"},
+             **{k: v for k, v in on.items()
+                if k not in ("hit_rate", "sweep")},
              "hit_rate_memory_on": on["hit_rate"],
              "hit_rate_memory_off": off["hit_rate"],
-             "gold_in_topk_refiner_memory_off": off["gold_in_topk_refiner"]}
+             "gold_in_topk_refiner_memory_off": off["gold_in_topk_refiner"],
+             "sweep": on["sweep"]}
   out_dir = workdir / "eval"
   out_dir.mkdir(exist_ok=True)
   (out_dir / f"{split}_step{step}.refiner.json").write_text(

@@ -135,11 +135,13 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
   return jax.jit(step, donate_argnums=(0,) if donate else ())
 
 
-def make_refiner_eval(refiner, walker, walker_cfg, cfg):
+def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
   """``eval(refiner_params, batch, walker_params, concept_emb, rel_emb,
   edge_quality, rng)`` -> per question [B]: for the refiner's top-k', a
-  random k' and the top-k' by walker log-prob: ``gold_in_topk_*`` and
-  ``positives_*`` / ``kept_*``; plus ``hit`` (a walk toward the gold choice
+  random k' and the top-k' by walker log-prob (total and per hop):
+  ``gold_in_topk_*`` and
+  ``positives_*`` / ``kept_*``; the same with the suffix ``@k`` for every
+  k of the sweep ``top_ks``; plus ``hit`` (a walk toward the gold choice
   reached it), ``any_positive`` and ``labeled``."""
   def evaluate(params, batch, walker_params, concept_emb, rel_emb,
                edge_quality, rng):
@@ -151,14 +153,18 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg):
                            paths),
         "random": jax.random.uniform(k_random, paths["valid"].shape),
         "logprob": paths["log_prob"],
+        # Length-normalized: the plain log-prob favours short paths.
+        "logprob_per_hop": paths["log_prob"] / jnp.maximum(
+            jnp.sum(paths["edges"] >= 0, axis=-1), 1),
     }
     out = {}
-    for name, score in scores.items():
-      m = jax.vmap(lambda s, p, v: refiner_lib.refine_metrics(
-          s, p, v, cfg.top_k))(score, paths["positive"], paths["valid"])
-      out[f"gold_in_topk_{name}"] = m["gold_in_topk"]
-      out[f"positives_{name}"] = m["positives_in_topk"]
-      out[f"kept_{name}"] = m["kept"]
+    for k, suffix in [(cfg.top_k, "")] + [(k, f"@{k}") for k in top_ks]:
+      for name, score in scores.items():
+        m = jax.vmap(lambda s, p, v, k=k: refiner_lib.refine_metrics(
+            s, p, v, k))(score, paths["positive"], paths["valid"])
+        out[f"gold_in_topk_{name}{suffix}"] = m["gold_in_topk"]
+        out[f"positives_{name}{suffix}"] = m["positives_in_topk"]
+        out[f"kept_{name}{suffix}"] = m["kept"]
     toward_gold = paths["choice"] == batch.gold[:, None]
     out["hit"] = jnp.any(paths["reached"] & paths["valid"] & toward_gold,
                          axis=1)

@@ -93,7 +93,8 @@ def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
   chex.assert_trees_all_equal(finals[0], finals[1])
   out = subprocess.run(
       [sys.executable, str(REPO / "launch/evaluate.py"),
-       f"--workdir={tmp_path}/straight", "--progress=false"],
+       f"--workdir={tmp_path}/straight", "--progress=false",
+       "--top_ks=1,4,64"],
       capture_output=True, text=True, check=True, cwd=tmp_path)
   figures = json.loads(out.stdout.strip().splitlines()[-1])
   for key in ("gold_in_topk_refiner", "gold_in_topk_random",
@@ -102,6 +103,16 @@ def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
     assert 0.0 <= figures[key] <= 1.0, key
   assert figures["memory_available"]
   assert figures["gold_in_topk_refiner"] <= figures["any_gold_path"]
+  # The k' sweep: the k' = top_k row repeats the headline figures, more
+  # paths kept never lose a gold one, and keeping every path reaches the
+  # ceiling for every selector.
+  sweep = {row["top_k"]: row for row in figures["sweep"]}
+  assert sorted(sweep) == [1, 4, 64]
+  for s in ("refiner", "random", "logprob", "logprob_per_hop"):
+    key = f"gold_in_topk_{s}"
+    assert sweep[4][key] == figures[key]
+    assert sweep[1][key] <= sweep[4][key] <= sweep[64][key]
+    assert sweep[64][key] == pytest.approx(figures["any_gold_path"])
 
 
 def test_memory_and_refiner_checkpoint_roundtrip(walker_run, tmp_path):

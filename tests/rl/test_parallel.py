@@ -1,4 +1,5 @@
-"""Data-parallel update on 8 (forced host) devices equals 1 device."""
+"""Data-parallel update on 8 (forced host) devices equals 1 device,
+parameters and the shared memory alike."""
 
 import os
 import subprocess
@@ -18,17 +19,19 @@ SCRIPT = textwrap.dedent("""
     from racer_jax.rl import parallel, train as train_lib
 
     config = test_config.get_config()
+    config.memory.enabled = True  # the memory is updated and reranks
     ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
                         progress=False, log=lambda _: None)
     data = ws.splits["train"].dataset
     policy = common.make_policy(config)
     opt = train_lib.make_optimizer(config.train.learning_rate, 1.0)
     cfg = common.walker_train_config(config)
-    finals = []
+    finals, memories = [], []
     for devices in (1, 8):
       mesh = parallel.make_mesh(devices)
       state = parallel.replicate(mesh, train_lib.create_train_state(
-          policy, opt, 0, ws.concept_emb.shape[1]))
+          policy, opt, 0, ws.concept_emb.shape[1],
+          memory_edges=ws.kg.num_edges))
       update = train_lib.make_train_step(policy, opt, cfg)
       cemb = parallel.replicate(mesh, ws.concept_emb)
       remb = parallel.replicate(mesh, ws.relation_emb)
@@ -38,7 +41,14 @@ SCRIPT = textwrap.dedent("""
           leaf = batch.node_mask
           assert len(leaf.sharding.device_set) == 8, leaf.sharding
         state, metrics = update(state, batch, cemb, remb, np.float32(0.5))
+      # The memory stays replicated: every device holds all the counts.
+      assert state.memory.success.sharding.is_fully_replicated
       finals.append(jax.device_get(state.params))
+      memories.append(jax.device_get(state.memory))
+    # Counts are whole numbers: the sharded scatter-add must be exact.
+    assert float(memories[0].success.sum()) > 0
+    for a, b in zip(jax.tree.leaves(memories[0]), jax.tree.leaves(memories[1])):
+      np.testing.assert_array_equal(a, b)
     diffs = jax.tree.leaves(jax.tree.map(
         lambda a, b: float(np.max(np.abs(a - b))), *finals))
     print("max abs diff", max(diffs))

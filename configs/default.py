@@ -78,7 +78,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.reward.reach = 1.0
 
   config.train = ml_collections.ConfigDict()
-  config.train.stage = "walker"
+  # walker | refiner | answer; ``--config.stage=...`` sets the same value.
+  config.train.stage = ml_collections.FieldReference("walker")
+  config.stage = config.train.get_ref("stage")
   config.train.split = "train"
   config.train.num_steps = 1500
   config.train.learning_rate = 1e-3
@@ -119,6 +121,20 @@ def get_config() -> ml_collections.ConfigDict:
   config.refiner.loss = "listwise"     # or "pairwise"
   config.refiner.num_steps = 400
   config.refiner.learning_rate = 1e-3
+
+  # The AnswerAgent's local model (--config.train.stage=answer): a MiniLM
+  # cross-encoder over question + choice + knowledge sentences.
+  config.answer = ml_collections.ConfigDict()
+  config.answer.knowledge_workdir = ""  # a refiner run ("" = no knowledge)
+  config.answer.paths_per_choice = 2    # refined paths per choice shown
+  config.answer.max_sentences = 6       # knowledge sentences per choice
+  config.answer.max_length = 96         # tokens per (question, choice)
+  config.answer.batch_size = 16         # questions per update
+  config.answer.epochs = 1.0
+  config.answer.learning_rate = 5e-5
+  config.answer.warmup_fraction = 0.1
+  config.answer.weight_decay = 0.01
+  config.answer.dropout = 0.1
 
   # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.
   config.method = "racer"  # or "hygrl"

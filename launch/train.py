@@ -10,6 +10,9 @@ imitation stage, then SCST + margin).
   python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
       --workdir=runs/csqa_refiner --config.train.stage=refiner \
       --config.refiner.walker_workdir=runs/csqa
+  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+      --workdir=runs/csqa_answer --config.train.stage=answer \
+      --config.answer.knowledge_workdir=runs/csqa_refiner
 
 Prepares the data if needed (cached under ``<workdir>/prep`` or
 ``--config.prep_dir``), trains with a progress bar, logs metrics to
@@ -26,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from racer_jax.driver import train_hygrl, train_refiner  # noqa: E402
+from racer_jax.driver import train_answer, train_hygrl  # noqa: E402
+from racer_jax.driver import train_refiner  # noqa: E402
 from racer_jax.driver import train_walker  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -53,9 +57,11 @@ def main(argv):
       raise app.UsageError("--config.train.stage=refiner needs "
                            "--config.refiner.walker_workdir=<a walker run>")
     run = train_refiner.train
+  elif config.train.stage == "answer":
+    run = train_answer.train
   elif config.train.stage != "walker":
     raise app.UsageError(f"train.stage={config.train.stage!r}; expected "
-                         "walker or refiner")
+                         "walker, refiner or answer")
   metrics = run(config, _DATA_DIR.value, _WORKDIR.value,
                 progress=_PROGRESS.value)
   print(json.dumps({"workdir": _WORKDIR.value, **metrics}, sort_keys=True))

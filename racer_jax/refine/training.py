@@ -90,7 +90,8 @@ def path_features(batch, concept_emb, rel_emb, paths):
   return head, rel, tail, hop_mask
 
 
-def _scores(refiner, params, batch, concept_emb, rel_emb, paths):
+def path_scores(refiner, params, batch, concept_emb, rel_emb, paths):
+  """The refiner's score of every candidate path: float32 [B, P]."""
   head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
                                             paths)
   return jax.vmap(lambda h, r, t, m, v, q: refiner.apply(
@@ -116,7 +117,7 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
     labeled = batch.example_mask & (batch.gold >= 0)
 
     def loss_of(params):
-      score = _scores(refiner, params, batch, concept_emb, rel_emb, paths)
+      score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths)
       per_q = jax.vmap(loss_fn)(score, paths["positive"], paths["valid"])
       n = jnp.maximum(jnp.sum(labeled), 1)
       loss = jnp.sum(jnp.where(labeled, per_q, 0.0)) / n
@@ -149,7 +150,7 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
                       k_paths, walker_cfg, cfg, edge_quality)
     scores = {
-        "refiner": _scores(refiner, params, batch, concept_emb, rel_emb,
+        "refiner": path_scores(refiner, params, batch, concept_emb, rel_emb,
                            paths),
         "random": jax.random.uniform(k_random, paths["valid"].shape),
         "logprob": paths["log_prob"],
@@ -175,3 +176,18 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
     return out
 
   return jax.jit(evaluate)
+
+
+def make_retriever(refiner, walker, walker_cfg, cfg):
+  """``retrieve(refiner_params, batch, walker_params, concept_emb, rel_emb,
+  edge_quality, rng)`` -> the candidate paths of :func:`path_sets` plus
+  ``score`` [B, P], the refiner's score of each (jitted; the GraphAgent's
+  device program)."""
+  def retrieve(params, batch, walker_params, concept_emb, rel_emb,
+               edge_quality, rng):
+    paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
+                      rng, walker_cfg, cfg, edge_quality)
+    score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths)
+    return dict(paths, score=jnp.where(paths["valid"], score, -jnp.inf))
+
+  return jax.jit(retrieve)

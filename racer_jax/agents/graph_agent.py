@@ -1,0 +1,157 @@
+"""GraphAgent: the jitted retrieval, read back as triples per choice.
+
+For a batch of questions the frozen walker generates candidate paths toward
+every choice (multi-path generation, shared-memory reranking), the refiner
+scores them (one device program, :func:`racer_jax.refine.training.
+make_retriever`), and the host keeps each choice's best
+``paths_per_choice`` paths by refiner score, as :class:`RetrievedPath` s of
+:class:`~racer_jax.agents.templates.Triple` s, each checked to exist in the
+KG. The agent owns the shared memory for the collaboration loop: rejected
+paths add rejection counts, answered questions success/failure counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+import jax
+import ml_collections
+import numpy as np
+
+from racer_jax.agents.templates import Triple
+from racer_jax.driver import common
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.train_refiner import (create_state, load_walker,
+                                            refiner_config)
+from racer_jax.memory import edge_memory
+from racer_jax.refine import training
+
+
+@dataclasses.dataclass
+class RetrievedPath:
+  triples: list[Triple]
+  score: float          # the refiner's score
+  reached: bool         # the walk reached the choice it was aimed at
+  verified: bool        # every triple exists in the KG
+
+  @property
+  def edge_ids(self) -> list[int]:
+    return [t.edge_id for t in self.triples]
+
+  def to_dict(self) -> dict:
+    return {"triples": [t.to_dict() for t in self.triples],
+            "score": self.score, "reached": self.reached,
+            "verified": self.verified}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "RetrievedPath":
+    return cls([Triple(**t) for t in d["triples"]], float(d["score"]),
+               bool(d["reached"]), bool(d["verified"]))
+
+
+def read_paths(kg, batch, out: dict, row: int, num_choices: int,
+               keep: int) -> list[list[RetrievedPath]]:
+  """One question's best ``keep`` paths per choice (host side).
+
+  ``out``: the retriever's output, on the host; ``row``: the batch row.
+  Zero-hop paths carry no evidence and are skipped.
+  """
+  concept = np.asarray(batch.graphs.nodes["concept"][row])
+  edge_id = np.asarray(batch.graphs.edges["edge_id"][row])
+  valid, score = out["valid"][row], out["score"][row]
+  per_choice: list[list[RetrievedPath]] = [[] for _ in range(num_choices)]
+  for p in np.argsort(-score, kind="stable"):
+    c = int(out["choice"][row, p])
+    if not valid[p] or c >= num_choices or len(per_choice[c]) >= keep:
+      continue
+    triples, ok = [], True
+    for h in np.flatnonzero(out["edges"][row, p] >= 0):
+      head = int(concept[out["nodes"][row, p, h]])
+      tail = int(concept[out["nodes"][row, p, h + 1]])
+      rel = int(out["relations"][row, p, h])
+      ok &= kg.has_edge(head, rel, tail)
+      triples.append(Triple(kg.concepts[head], kg.relations[rel],
+                            kg.concepts[tail],
+                            int(edge_id[out["edges"][row, p, h]])))
+    if triples:
+      per_choice[c].append(RetrievedPath(triples, float(score[p]),
+                                         bool(out["reached"][row, p]),
+                                         bool(ok)))
+  return per_choice
+
+
+class GraphAgent:
+  """Retrieval from a refiner run (``refiner_workdir``) and its walker."""
+
+  def __init__(self, refiner_workdir, ws, *, paths_per_choice: int = 2,
+               use_memory: bool | None = None,
+               log: Callable[[str], None] = print):
+    refiner_workdir = Path(refiner_workdir)
+    rconfig = ml_collections.ConfigDict(json.loads(
+        (refiner_workdir / "config.json").read_text()))
+    self.ws = ws
+    self.keep = paths_per_choice
+    wconfig, walker, wstate, self.walker_step, quality = load_walker(
+        rconfig.refiner.walker_workdir, ws, log)
+    refiner, _, template = create_state(rconfig, ws.concept_emb.shape[1],
+                                        wconfig.walker.max_steps)
+    ckpt = Checkpointer(refiner_workdir / "checkpoints")
+    restored = ckpt.restore_latest(template, log=log)
+    ckpt.close()
+    if restored is None:
+      raise FileNotFoundError(f"no refiner checkpoint in {refiner_workdir}")
+    self.refiner_step = restored[2]
+    self._params = restored[0].params
+    self._walker_params = wstate.params
+    self._walker_cfg = common.walker_train_config(wconfig)
+    self._cfg = refiner_config(rconfig)
+    self._make = lambda cfg: training.make_retriever(refiner, walker,
+                                                     self._walker_cfg, cfg)
+    self._retrievers = {}
+    self.use_memory = (quality is not None if use_memory is None
+                       else use_memory)
+    self.memory = (wstate.memory if self.use_memory and
+                   wstate.memory.num_edges == ws.kg.num_edges
+                   else edge_memory.empty(ws.kg.num_edges))
+    self._gamma = wconfig.memory.get("gamma", 1.0) if "memory" in wconfig \
+        else 1.0
+    self._prior = wconfig.memory.get("prior", 1.0) if "memory" in wconfig \
+        else 1.0
+    self.temperature = self._cfg.temperature
+
+  def _quality(self):
+    if not self.use_memory:
+      return np.zeros(self.ws.kg.num_edges, np.float32)
+    return edge_memory.quality(self.memory, gamma=self._gamma,
+                               prior=self._prior)
+
+  def retrieve(self, batch, rng, temperature: float | None = None):
+    """``(raw device output on the host, per row: per choice paths)``;
+    rows of padding questions get ``None``."""
+    t = self.temperature if temperature is None else float(temperature)
+    if t not in self._retrievers:
+      self._retrievers[t] = self._make(
+          dataclasses.replace(self._cfg, temperature=t))
+    out = jax.device_get(self._retrievers[t](
+        self._params, batch, self._walker_params, self.ws.concept_emb,
+        self.ws.relation_emb, self._quality(), rng))
+    c = batch.choice_valid.shape[1]
+    rows = [read_paths(self.ws.kg, batch, out, b, c, self.keep)
+            if batch.example_mask[b] else None
+            for b in range(batch.example_mask.shape[0])]
+    return out, rows
+
+  def record(self, paths: list[RetrievedPath], outcome: int):
+    """Adds ``paths`` to the memory with one outcome (SUCCESS, FAILURE or
+    REJECTION of :mod:`racer_jax.memory.edge_memory`)."""
+    if not self.use_memory or not paths:
+      return
+    width = max(len(p.triples) for p in paths)
+    ids = np.full((len(paths), width), -1, np.int32)
+    for i, p in enumerate(paths):
+      ids[i, :len(p.triples)] = p.edge_ids
+    self.memory = edge_memory.update(
+        self.memory, ids, np.full(len(paths), outcome, np.int32))

@@ -1,0 +1,121 @@
+"""Retrieved knowledge for whole splits, cached beside the refiner run.
+
+``<refiner_workdir>/knowledge/<split>.k<keep>.jsonl`` holds, per question
+(in dataset order), the GraphAgent's best ``keep`` paths toward each choice,
+as triples with their refiner scores. Written to a temporary file and
+renamed, so a crash leaves either no file or a complete one; read back with
+the question ids checked against the examples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import jax
+import ml_collections
+import tqdm
+
+from racer_jax.agents.graph_agent import GraphAgent, RetrievedPath
+from racer_jax.agents import templates
+from racer_jax.errors import DataError
+
+Knowledge = list[list[list[RetrievedPath]]]  # [question][choice][path]
+
+
+def knowledge_file(refiner_workdir, split: str, keep: int) -> Path:
+  return Path(refiner_workdir) / "knowledge" / f"{split}.k{keep}.jsonl"
+
+
+def dump_split(agent: GraphAgent, split_data, path: Path, batch_size: int,
+               seed: int, progress: bool = True) -> dict:
+  """Retrieves every question of a split and writes ``path``. Returns
+  counts: questions, paths, triples and verified triples."""
+  examples = split_data.examples
+  rows: dict[int, list] = {}
+  dataset = split_data.dataset
+  for i, batch in enumerate(tqdm.tqdm(
+      dataset.ordered_batches(batch_size), desc=f"retrieve {path.stem}",
+      total=dataset.batches_per_epoch(batch_size), disable=not progress)):
+    _, per_row = agent.retrieve(batch, jax.random.fold_in(
+        jax.random.PRNGKey(seed), i))
+    for b, choices in enumerate(per_row):
+      if choices is not None:
+        rows[int(batch.example_index[b])] = choices
+  stats = {"questions": len(examples), "paths": 0, "triples": 0,
+           "verified_triples": 0}
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_suffix(".tmp")
+  with open(tmp, "w", encoding="utf-8") as f:
+    for index, example in enumerate(examples):
+      choices = rows.get(index) or [[] for _ in example.choices]
+      choices = (choices + [[] for _ in example.choices])[:len(
+          example.choices)]
+      for paths in choices:
+        stats["paths"] += len(paths)
+        for p in paths:
+          stats["triples"] += len(p.triples)
+          stats["verified_triples"] += len(p.triples) if p.verified else 0
+      f.write(json.dumps({"id": example.id, "choices": [
+          [p.to_dict() for p in paths] for paths in choices]}) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+  return stats
+
+
+def load_split(path: Path, examples) -> Knowledge:
+  """Reads a knowledge file; its ids must match ``examples`` in order."""
+  out = []
+  with open(path, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  if len(lines) != len(examples):
+    raise DataError(path, None, None, f"{len(lines)} records for "
+                    f"{len(examples)} questions: delete it to rebuild")
+  for n, (line, example) in enumerate(zip(lines, examples), 1):
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(path, n, None, f"not JSON: {e}") from e
+    if record.get("id") != example.id:
+      raise DataError(path, n, "id", f"{record.get('id')!r} but the "
+                      f"dataset has {example.id!r} here: delete it to "
+                      "rebuild")
+    out.append([[RetrievedPath.from_dict(p) for p in paths]
+                for paths in record["choices"]])
+  return out
+
+
+def ensure_knowledge(refiner_workdir, data_dir, splits, *, keep: int,
+                     batch_size: int, seed: int, progress: bool = True,
+                     log: Callable[[str], None] = print) -> dict:
+  """Knowledge for ``splits`` from the refiner run, retrieved once and
+  cached. Returns ``{split: Knowledge}``."""
+  from racer_jax.driver import common
+  from racer_jax.driver.inputs import load_workspace
+  refiner_workdir = Path(refiner_workdir)
+  missing = [s for s in splits
+             if not knowledge_file(refiner_workdir, s, keep).exists()]
+  rconfig = ml_collections.ConfigDict(json.loads(
+      (refiner_workdir / "config.json").read_text()))
+  ws = load_workspace(rconfig, data_dir,
+                      common.prep_dir_of(rconfig, refiner_workdir),
+                      list(splits), progress=progress, log=log)
+  if missing:
+    agent = GraphAgent(refiner_workdir, ws, paths_per_choice=keep, log=log)
+    for split in missing:
+      path = knowledge_file(refiner_workdir, split, keep)
+      stats = dump_split(agent, ws.splits[split], path, batch_size, seed,
+                         progress)
+      log(f"{path}: {stats}")
+  return {s: load_split(knowledge_file(refiner_workdir, s, keep),
+                        ws.splits[s].examples) for s in splits}
+
+
+def choice_texts(knowledge: Knowledge, max_sentences: int) -> list[list[str]]:
+  """Per question, per choice: the templated knowledge sentences."""
+  return [[templates.knowledge_text([p.triples for p in paths],
+                                    max_sentences) for paths in choices]
+          for choices in knowledge]

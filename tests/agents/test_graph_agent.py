@@ -1,0 +1,109 @@
+"""GraphAgent: refined paths per choice read back as KG triples, the
+shared memory's rejection/success updates, and the cached knowledge files."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from racer_jax.agents import knowledge
+from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.errors import DataError
+from racer_jax.memory import edge_memory
+from tests.agents.conftest import QUIET
+
+
+@pytest.fixture(scope="module")
+def agent(retrieval_runs, demo_workspace):
+  _, _, refiner_dir = retrieval_runs
+  return GraphAgent(refiner_dir, demo_workspace, paths_per_choice=2,
+                    log=lambda _: None)
+
+
+def test_paths_are_real_kg_triples_best_first(agent, demo_workspace):
+  kg = demo_workspace.kg
+  data = demo_workspace.splits["dev"]
+  batch = data.dataset.batch_for_step(0, 0, 4)
+  out, rows = agent.retrieve(batch, jax.random.PRNGKey(0))
+  assert agent.use_memory  # the walker kept one
+  seen = 0
+  for b, choices in enumerate(rows):
+    if choices is None:
+      assert not batch.example_mask[b]
+      continue
+    example = data.examples[int(batch.example_index[b])]
+    assert len(choices) == batch.choice_valid.shape[1]
+    assert not any(choices[c] for c in range(len(example.choices),
+                                             len(choices)))
+    for paths in choices:
+      assert len(paths) <= 2
+      assert [p.score for p in paths] == sorted(
+          (p.score for p in paths), reverse=True)
+      for p in paths:
+        assert p.verified and p.triples
+        for t, nxt in zip(p.triples, p.triples[1:]):
+          assert t.tail == nxt.head  # a connected walk
+        for t in p.triples:
+          # An independent look-up: the CSR row of the head holds this
+          # (relation, tail) with this global edge id.
+          row = kg.out_edges(t.head)
+          hit = ((row["dst"] == kg.concept_id(t.tail)) &
+                 (row["rel"] == kg.relation_id(t.relation)))
+          assert hit.any() and t.edge_id in row["edge_id"][hit]
+          seen += 1
+  assert seen > 0
+
+
+def test_rejection_and_success_counts_land_on_the_paths_edges(agent,
+                                                              demo_workspace):
+  batch = demo_workspace.splits["dev"].dataset.batch_for_step(0, 0, 4)
+  _, rows = agent.retrieve(batch, jax.random.PRNGKey(1))
+  paths = [p for choices in rows if choices for ps in choices for p in ps]
+  before = jax.device_get(agent.memory)
+  agent.record(paths[:3], edge_memory.REJECTION)
+  agent.record(paths[3:4], edge_memory.SUCCESS)
+  after = jax.device_get(agent.memory)
+  want = np.zeros_like(before.rejection)
+  for p in paths[:3]:
+    np.add.at(want, p.edge_ids, 1.0)
+  np.testing.assert_array_equal(after.rejection - before.rejection, want)
+  want = np.zeros_like(before.success)
+  np.add.at(want, paths[3].edge_ids, 1.0)
+  np.testing.assert_array_equal(after.success - before.success, want)
+  np.testing.assert_array_equal(after.failure, before.failure)
+  # The penalized edges now score lower for the walker's reranking.
+  q_before = edge_memory.quality(before)
+  q_after = edge_memory.quality(after)
+  rejected_only = np.setdiff1d(paths[0].edge_ids, paths[3].edge_ids)
+  assert np.all(np.asarray(q_after)[rejected_only] <
+                np.asarray(q_before)[rejected_only])
+
+
+def test_knowledge_files_roundtrip_and_check_ids(retrieval_runs, tmp_path):
+  _, _, refiner_dir = retrieval_runs
+  got = knowledge.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
+                                   batch_size=4, seed=0, **QUIET)
+  path = knowledge.knowledge_file(refiner_dir, "dev", 2)
+  lines = path.read_text().splitlines()
+  assert len(lines) == len(got["dev"])
+  assert any(p for q in got["dev"] for c in q for p in c)
+  texts = knowledge.choice_texts(got["dev"], 3)
+  assert all(len(t.split(". ")) <= 3 for q in texts for t in q if t)
+  # A second call reads the file instead of retrieving again.
+  stamp = path.stat().st_mtime_ns
+  again = knowledge.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
+                                     batch_size=4, seed=0, **QUIET)
+  assert path.stat().st_mtime_ns == stamp
+  assert [[[p.to_dict() for p in c] for c in q] for q in again["dev"]] == [
+      [[p.to_dict() for p in c] for c in q] for q in got["dev"]]
+  # A file that does not match the dataset is refused with its line.
+  record = json.loads(lines[1])
+  record["id"] = "someone-else"
+  bad = tmp_path / "bad.jsonl"
+  bad.write_text("\n".join([lines[0], json.dumps(record)] + lines[2:]) + "\n")
+  examples = [type("E", (), {"id": json.loads(x)["id"]}) for x in lines]
+  with pytest.raises(DataError, match=r"bad.jsonl:2: field 'id'"):
+    knowledge.load_split(bad, examples)
+  with pytest.raises(DataError, match="records for"):
+    knowledge.load_split(bad, examples[:-1])

@@ -136,6 +136,17 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.weight_decay = 0.01
   config.answer.dropout = 0.1
 
+  # The agents' collaboration loop and the LLM backends.
+  config.agents = ml_collections.ConfigDict()
+  config.agents.backend = "local"       # or "gemini" (needs a key)
+  config.agents.model = "gemini-2.5-flash"
+  config.agents.base_url = ""           # e.g. a local test server
+  config.agents.timeout_s = 60.0
+  config.agents.attempts = 4            # SDK retries on 408/429/5xx
+  config.agents.max_concurrency = 8
+  config.agents.max_turns = 3
+  config.agents.temperature_step = 0.5  # added per UNSURE round
+
   # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.
   config.method = "racer"  # or "hygrl"
   config.hygrl = ml_collections.ConfigDict()

@@ -12,7 +12,10 @@ HyGRL run (``method=hygrl``) ``recall_policy``, ``recall_heuristic``,
 with ``--walker_workdir``, the RACER walker's retrieval figures; for a
 refiner run (``train.stage=refiner``) ``gold_in_topk_refiner``,
 ``gold_in_topk_random``, ``gold_in_topk_logprob``, ``hit_rate_memory_on``,
-``hit_rate_memory_off``, ... and, with ``--top_ks``, a sweep over k'.
+``hit_rate_memory_off``, ... and, with ``--top_ks``, a sweep over k'; for
+an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
+``accuracy_answer_head_only``, ``llm_calls_per_question``,
+``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...
 """
 
 import json
@@ -25,7 +28,9 @@ from absl import app, flags, logging  # noqa: E402
 import ml_collections  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from racer_jax.eval import refiner_eval, retrieval_eval  # noqa: E402
+from configs import default as default_config  # noqa: E402
+from racer_jax.eval import agents_eval, refiner_eval  # noqa: E402
+from racer_jax.eval import retrieval_eval  # noqa: E402
 from racer_jax.eval import walker_eval  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -47,6 +52,18 @@ _TAUS = flags.DEFINE_list(
 _TOP_KS = flags.DEFINE_list(
     "top_ks", [], "Refiner runs: also report every selector at these k' "
     "(a sweep for choosing refiner.top_k on validation).")
+_BASELINE = flags.DEFINE_string(
+    "baseline_workdir", None, "Answer runs: an answer run trained without "
+    "knowledge, for accuracy_answer_head_only.")
+_BACKEND = flags.DEFINE_enum(
+    "backend", None, ["local", "gemini"], "Answer runs: the agents' LLM "
+    "backend (default: agents.backend of the config).")
+_API_KEY = flags.DEFINE_string(
+    "api_key", None, "Gemini API key (default: $GEMINI_API_KEY or "
+    "$GOOGLE_API_KEY). Never printed or written.")
+_ABLATIONS = flags.DEFINE_bool(
+    "ablations", True, "Answer runs: also run the loop without the refiner "
+    "and without the shared memory.")
 _WALKER = flags.DEFINE_string(
     "walker_workdir", None, "HyGRL runs: a walker run whose evaluation on "
     "the same split joins the retrieval table.")
@@ -62,7 +79,19 @@ def main(argv):
       raise app.UsageError(f"{path} not found: pass --config or train first")
     with open(path, encoding="utf-8") as f:
       config = ml_collections.ConfigDict(json.load(f))
-  if config.train.get("stage", "walker") == "refiner":
+  stage = config.train.get("stage", "walker")
+  if stage == "answer":
+    # Runs saved before the agents section existed get its defaults.
+    agents = ml_collections.ConfigDict(default_config.get_config().agents)
+    agents.update(config.get("agents", {}))
+    if _BACKEND.value:
+      agents.backend = _BACKEND.value
+    figures = agents_eval.evaluate(
+        config, _DATA_DIR.value, _WORKDIR.value, split=_SPLIT.value,
+        baseline_workdir=_BASELINE.value, agents=agents,
+        api_key=_API_KEY.value, ablations=_ABLATIONS.value,
+        progress=_PROGRESS.value)
+  elif stage == "refiner":
     figures = refiner_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
         split=_SPLIT.value, top_ks=[int(k) for k in _TOP_KS.value],

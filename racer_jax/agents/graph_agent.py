@@ -87,8 +87,14 @@ class GraphAgent:
   """Retrieval from a refiner run (``refiner_workdir``) and its walker."""
 
   def __init__(self, refiner_workdir, ws, *, paths_per_choice: int = 2,
-               use_memory: bool | None = None,
+               use_memory: bool | None = None, rank_by: str = "refiner",
                log: Callable[[str], None] = print):
+    """``rank_by``: ``refiner`` (its scores) or ``logprob`` (the walker's
+    path log-probability: the no-refiner ablation); ``use_memory``: None
+    follows the walker run."""
+    if rank_by not in ("refiner", "logprob"):
+      raise ValueError(f"rank_by={rank_by!r}: expected refiner or logprob")
+    self.rank_by = rank_by
     refiner_workdir = Path(refiner_workdir)
     rconfig = ml_collections.ConfigDict(json.loads(
         (refiner_workdir / "config.json").read_text()))
@@ -121,6 +127,11 @@ class GraphAgent:
     self._prior = wconfig.memory.get("prior", 1.0) if "memory" in wconfig \
         else 1.0
     self.temperature = self._cfg.temperature
+    self._initial_memory = self.memory
+
+  def reset_memory(self):
+    """Back to the memory the walker run left (between evaluations)."""
+    self.memory = self._initial_memory
 
   def _quality(self):
     if not self.use_memory:
@@ -138,6 +149,8 @@ class GraphAgent:
     out = jax.device_get(self._retrievers[t](
         self._params, batch, self._walker_params, self.ws.concept_emb,
         self.ws.relation_emb, self._quality(), rng))
+    if self.rank_by == "logprob":
+      out = dict(out, score=np.where(out["valid"], out["log_prob"], -np.inf))
     c = batch.choice_valid.shape[1]
     rows = [read_paths(self.ws.kg, batch, out, b, c, self.keep)
             if batch.example_mask[b] else None

@@ -79,7 +79,19 @@ def prep_dir_of(config, workdir) -> Path:
   return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"
 
 
-def start_run(config, data_dir, workdir, *, progress: bool, log):
+def save_run_config(config, workdir, stage: str) -> None:
+  """Writes ``<workdir>/config.json`` saying which stage ran (both
+  spellings, ``train.stage`` and ``stage``, hold it)."""
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    config.train.stage = stage
+    if "stage" in config:
+      config.stage = stage
+  (Path(workdir) / "config.json").write_text(config.to_json(indent=1))
+
+
+def start_run(config, data_dir, workdir, *, progress: bool, log,
+              stage: str = "walker"):
   """What every training run does first: create ``workdir``, save the
   config there, and load the training split (plus ``eval.split`` when
   ``train.eval_every`` is set). Returns ``(workdir, workspace, eval_split or
@@ -87,7 +99,7 @@ def start_run(config, data_dir, workdir, *, progress: bool, log):
   from racer_jax.driver.inputs import load_workspace
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / "config.json").write_text(config.to_json(indent=1))
+  save_run_config(config, workdir, stage)
   t = config.train
   eval_split = config.eval.split if t.eval_every else None
   splits = [t.split] + ([eval_split] if eval_split and eval_split != t.split

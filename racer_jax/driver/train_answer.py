@@ -23,6 +23,7 @@ import numpy as np
 import optax
 
 from racer_jax.data import datasets, qa
+from racer_jax.driver import common
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
@@ -162,7 +163,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
           stop_after: int | None = None) -> dict:
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / "config.json").write_text(config.to_json(indent=1))
+  common.save_run_config(config, workdir, "answer")
   a, t = config.answer, config.train
   eval_split = config.eval.split
   tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,

@@ -83,7 +83,8 @@ def train(config, data_dir, workdir, *, progress: bool = True,
           stop_after: int | None = None) -> dict:
   """Trains the refiner on paths of the frozen walker."""
   workdir, ws, _ = common.start_run(config, data_dir, workdir,
-                                    progress=progress, log=log)
+                                    progress=progress, log=log,
+                                    stage="refiner")
   wconfig, walker, wstate, wstep, quality = load_walker(
       config.refiner.walker_workdir, ws, log)
   log(f"paths from the walker in {config.refiner.walker_workdir} (step "

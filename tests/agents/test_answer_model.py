@@ -84,22 +84,14 @@ def test_padded_choices_never_win_and_loss_learns(tokenizer):
   assert losses[-1] < 0.5 * losses[0], losses
 
 
-def test_answer_stage_on_demo_with_knowledge(tokenizer, retrieval_runs,
-                                            tmp_path):
-  config, _, refiner_dir = retrieval_runs
-  config = config.copy_and_resolve_references()
-  config.stage = "answer"
-  config.answer.knowledge_workdir = str(refiner_dir)
-  config.answer.max_length = 64
-  config.answer.batch_size = 8
-  config.answer.epochs = 1.0
-  config.train.log_every = 1
-  last = train_answer.train(config, None, tmp_path / "answer", **QUIET)
-  assert 0.0 <= last["eval_accuracy"] <= 1.0
-  preds = list((tmp_path / "answer" / "eval").glob("dev_step*.answer.jsonl"))
+def test_answer_stage_on_demo_with_knowledge(answer_run):
+  config, workdir = answer_run
+  preds = list((workdir / "eval").glob("dev_step*.answer.jsonl"))
   rows = [json.loads(x) for x in preds[0].read_text().splitlines()]
   assert rows and all(abs(sum(r["probs"]) - 1) < 1e-3 for r in rows)
   assert any(any(k for k in r["knowledge"]) for r in rows)
+  metrics = [json.loads(x) for x in
+             (workdir / "metrics.jsonl").read_text().splitlines()]
+  assert 0.0 <= metrics[-1]["eval/accuracy"] <= 1.0
   # Re-running finds the finished checkpoint and does no more updates.
-  again = train_answer.train(config, None, tmp_path / "answer", **QUIET)
-  assert again == {}
+  assert train_answer.train(config, None, workdir, **QUIET) == {}

@@ -1,0 +1,161 @@
+"""AnswerAgent: a choice, a confidence and a short rationale from the
+templated knowledge, with the prompt and raw output kept for inspection.
+
+* :class:`LocalAnswerer` (the default): the fine-tuned cross-encoder of an
+  answer run (``--config.stage=answer``), batched on the device.
+* :class:`LLMAnswerer`: a text LLM backend (Gemini) with a JSON schema; a
+  failed or invalid reply falls back to the local answerer for that question
+  and is counted in the run report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import ml_collections
+import numpy as np
+
+from racer_jax.agents import llm
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.text import cross_encoder as ce
+
+
+@dataclasses.dataclass
+class Answer:
+  choice: int
+  confidence: float
+  probs: list[float]        # per choice (the local model), else one-hot-ish
+  rationale: str
+  prompt: str
+  raw: str
+  backend: str
+
+
+@dataclasses.dataclass
+class AnswerRequest:
+  """What the answerer sees for one question."""
+  question: str
+  choices: list[str]
+  knowledge: list[str]      # per choice: the template sentences shown
+
+
+def _rationale(req: AnswerRequest, choice: int, confidence: float) -> str:
+  evidence = req.knowledge[choice] if choice < len(req.knowledge) else ""
+  first = evidence.split(". ")[0].rstrip(".") if evidence else ""
+  return (f"'{req.choices[choice]}' (p={confidence:.2f})" +
+          (f" because {first[0].lower() + first[1:]}." if first else
+           "; no path supports it."))
+
+
+class LocalAnswerer:
+  """The cross-encoder of the answer run in ``workdir`` (newest step)."""
+
+  name = "local"
+
+  def __init__(self, workdir, batch_size: int = 32,
+               log=lambda _: None):
+    from racer_jax.driver import train_answer
+    workdir = Path(workdir)
+    config = ml_collections.ConfigDict(json.loads(
+        (workdir / "config.json").read_text()))
+    self.config = config
+    self.tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
+                                        max_length=config.answer.max_length)
+    model, _, template = train_answer.create_state(config, self.tokenizer, 1)
+    ckpt = Checkpointer(workdir / "checkpoints")
+    restored = ckpt.restore_latest(template, log=log)
+    ckpt.close()
+    if restored is None:
+      raise FileNotFoundError(f"no answer checkpoint in {workdir}")
+    self.step = restored[2]
+    self._params = restored[0].params
+    self._model = model
+    self.uses_knowledge = bool(config.answer.knowledge_workdir)
+    self.num_choices = config.batch.num_choices
+    self.batch_size = batch_size
+
+  def probs(self, requests: list[AnswerRequest]) -> np.ndarray:
+    """float32 [Q, num_choices] choice probabilities."""
+    from racer_jax.driver import train_answer
+    tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
+              for r in requests]
+    data = train_answer.AnswerData(
+        examples=requests, tokens=tokens,
+        gold=-np.ones(len(requests), np.int32),
+        num_choices=self.num_choices, knowledge=None)
+    return train_answer.predict(self._model, self._params, data,
+                                self.tokenizer, self.batch_size)
+
+  def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
+    probs = self.probs(requests) if requests else np.zeros((0, 1))
+    out = []
+    for req, p in zip(requests, probs):
+      p = [float(x) for x in p[:len(req.choices)]]
+      choice = int(np.argmax(p))
+      prompt = " | ".join(f"{req.question} [SEP] {c}. {k}"
+                          for c, k in zip(req.choices, req.knowledge))
+      out.append(Answer(choice, p[choice], p, _rationale(req, choice,
+                                                         p[choice]),
+                        prompt, json.dumps([round(x, 5) for x in p]),
+                        self.name))
+    return out
+
+
+ANSWER_SYSTEM = (
+    "You answer multiple-choice commonsense questions. Each choice comes "
+    "with knowledge-graph facts found for it; they may be noisy. Reply with "
+    "JSON: the 0-based index of the best choice, your confidence in [0, 1], "
+    "and a one-sentence rationale citing the facts you used.")
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer", "minimum": 0},
+                   "confidence": {"type": "number", "minimum": 0,
+                                  "maximum": 1},
+                   "rationale": {"type": "string"}},
+    "required": ["answer", "confidence", "rationale"]}
+
+
+def answer_prompt(req: AnswerRequest) -> str:
+  lines = [f"Question: {req.question}", "Choices:"]
+  for i, (c, k) in enumerate(zip(req.choices, req.knowledge)):
+    lines.append(f"{i}. {c}" + (f"\n   Facts: {k}" if k else
+                                "\n   Facts: (none found)"))
+  return "\n".join(lines)
+
+
+class LLMAnswerer:
+  """A text LLM answers; per question, a failed call, a reply that breaks
+  the schema or names no valid choice falls back to ``fallback``."""
+
+  def __init__(self, backend, fallback: LocalAnswerer,
+               report: llm.UsageReport):
+    self.backend, self.fallback, self.report = backend, fallback, report
+    self.name = backend.name
+
+  def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
+    prompts = [answer_prompt(r) for r in requests]
+    replies = self.backend.generate_many(
+        [llm.Request(ANSWER_SYSTEM, p, ANSWER_SCHEMA) for p in prompts])
+    out: list[Answer | None] = []
+    retry = []
+    for i, (req, prompt, reply) in enumerate(zip(requests, prompts,
+                                                 replies)):
+      self.report.record(reply)
+      parsed = reply.parsed if reply.ok else None
+      if parsed is None or parsed["answer"] >= len(req.choices):
+        out.append(None)
+        retry.append(i)
+        continue
+      choice, conf = int(parsed["answer"]), float(parsed["confidence"])
+      probs = [conf if j == choice else (1 - conf) / max(
+          len(req.choices) - 1, 1) for j in range(len(req.choices))]
+      out.append(Answer(choice, conf, probs, parsed["rationale"], prompt,
+                        reply.text, self.name))
+    if retry:
+      self.report.fallbacks += len(retry)
+      for i, a in zip(retry, self.fallback.answer_many(
+          [requests[i] for i in retry])):
+        out[i] = a
+    return out

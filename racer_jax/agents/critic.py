@@ -1,0 +1,128 @@
+"""CriticAgent: ACCEPT or UNSURE, with a confidence.
+
+* :class:`LocalCritic` (default): a calibrated confidence rule — ACCEPT when
+  the proposed choice's probability reaches ``min_confidence`` and its path
+  support (the fraction of the paths shown for it that reached it) reaches
+  ``min_support``. :meth:`LocalCritic.calibrate` picks both thresholds on
+  validation answers by Youden's J (true-accept rate on correct answers
+  minus false-accept rate on wrong ones).
+* :class:`LLMCritic`: a text LLM with a JSON schema; failures fall back to
+  the local rule and are counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from racer_jax.agents import llm
+from racer_jax.agents.answer import Answer, AnswerRequest
+
+ACCEPT, UNSURE = "ACCEPT", "UNSURE"
+
+
+@dataclasses.dataclass
+class Verdict:
+  verdict: str
+  confidence: float
+  reason: str
+  backend: str
+  raw: str = ""
+
+  @property
+  def accepted(self) -> bool:
+    return self.verdict == ACCEPT
+
+
+@dataclasses.dataclass
+class Proposal:
+  """What the critic judges: the question as shown, the answer, and the
+  support of the proposed choice by its paths (in [0, 1])."""
+  request: AnswerRequest
+  answer: Answer
+  support: float
+  index: int = -1   # the question's dataset index (for fold critics)
+
+
+@dataclasses.dataclass
+class LocalCritic:
+  min_confidence: float = 0.5
+  min_support: float = 0.0
+  name: str = "local"
+
+  def judge(self, p: Proposal) -> Verdict:
+    ok = (p.answer.confidence >= self.min_confidence and
+          p.support >= self.min_support)
+    return Verdict(ACCEPT if ok else UNSURE, float(p.answer.confidence),
+                   f"p={p.answer.confidence:.2f} (≥ {self.min_confidence:.2f}"
+                   f"?), support={p.support:.2f} (≥ {self.min_support:.2f}?)",
+                   self.name)
+
+  def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:
+    return [self.judge(p) for p in proposals]
+
+  @classmethod
+  def calibrate(cls, confidence, support, correct) -> "LocalCritic":
+    """Thresholds maximizing Youden's J of ACCEPT against ``correct`` over a
+    grid (confidence quantiles × support levels); ties: the lower
+    thresholds. With all answers right or all wrong, accept everything."""
+    confidence = np.asarray(confidence, np.float64)
+    support = np.asarray(support, np.float64)
+    correct = np.asarray(correct, bool)
+    if correct.all() or not correct.any():
+      return cls(0.0, 0.0)
+    conf_grid = np.unique(np.concatenate(
+        [[0.0], np.quantile(confidence, np.linspace(0.05, 0.95, 19))]))
+    best = (-np.inf, 0.0, 0.0)
+    for s in (0.0, 1e-6, 0.5, 1.0):
+      for c in conf_grid:
+        accept = (confidence >= c) & (support >= s)
+        j = accept[correct].mean() - accept[~correct].mean()
+        if j > best[0] + 1e-12:
+          best = (j, float(c), float(s))
+    return cls(best[1], best[2])
+
+
+CRITIC_SYSTEM = (
+    "You check a proposed answer to a multiple-choice question against the "
+    "knowledge-graph facts shown for each choice. Reply with JSON: verdict "
+    "ACCEPT if the answer is well supported, UNSURE otherwise, your "
+    "confidence in [0, 1], and a one-sentence reason.")
+CRITIC_SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": [ACCEPT, UNSURE]},
+                   "confidence": {"type": "number", "minimum": 0,
+                                  "maximum": 1},
+                   "reason": {"type": "string"}},
+    "required": ["verdict", "confidence", "reason"]}
+
+
+def critic_prompt(p: Proposal) -> str:
+  from racer_jax.agents.answer import answer_prompt
+  a = p.answer
+  return (f"{answer_prompt(p.request)}\n\nProposed answer: {a.choice}. "
+          f"{p.request.choices[a.choice]} (confidence {a.confidence:.2f})\n"
+          f"Rationale: {a.rationale}")
+
+
+class LLMCritic:
+  def __init__(self, backend, fallback: LocalCritic, report: llm.UsageReport):
+    self.backend, self.fallback, self.report = backend, fallback, report
+    self.name = backend.name
+
+  def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:
+    replies = self.backend.generate_many(
+        [llm.Request(CRITIC_SYSTEM, critic_prompt(p), CRITIC_SCHEMA)
+         for p in proposals])
+    out = []
+    for p, reply in zip(proposals, replies):
+      self.report.record(reply)
+      if reply.ok and reply.parsed is not None:
+        d = reply.parsed
+        out.append(Verdict(d["verdict"], float(d["confidence"]),
+                           d["reason"], self.name, reply.text))
+      else:
+        self.report.fallbacks += 1
+        out.append(self.fallback.judge(p))
+    return out

@@ -1,0 +1,186 @@
+"""The collaboration loop: Graph → Template → Answer → Critic, at most
+``max_turns`` rounds, batched.
+
+Each round runs the device retrieval once for the whole batch (finished
+questions are masked out of the host work) and the answerer and critic on
+all unfinished questions at once (LLM calls concurrently). UNSURE sends the
+GraphAgent back: the rejected paths (those shown for the proposed choice)
+get rejection counts in the shared memory and the next round samples at a
+higher temperature. A question without any ACCEPT gets, among the choices
+proposed in its rounds, the one with the highest first-round probability.
+When the gold answer is known, the paths behind the final answer add
+success or failure counts to the memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+
+from racer_jax.agents import templates
+from racer_jax.agents.answer import Answer, AnswerRequest
+from racer_jax.agents.critic import Proposal, Verdict
+from racer_jax.agents.graph_agent import GraphAgent, RetrievedPath
+from racer_jax.memory import edge_memory
+
+
+@dataclasses.dataclass
+class Round:
+  turn: int
+  temperature: float
+  answer: Answer
+  verdict: Verdict
+  support: float
+  paths: list[list[RetrievedPath]]   # per choice, as shown
+  knowledge: list[str]                # per choice, the sentences shown
+
+
+@dataclasses.dataclass
+class QuestionResult:
+  index: int
+  id: str
+  question: str
+  choices: list[str]
+  gold: int | None
+  prediction: int
+  confidence: float
+  accepted: bool
+  deciding_turn: int
+  rounds: list[Round]
+  seconds: float = 0.0
+
+  @property
+  def correct(self) -> bool | None:
+    return None if self.gold is None else self.prediction == self.gold
+
+  @property
+  def evidence(self) -> list[RetrievedPath]:
+    """The paths shown for the predicted choice in the deciding round."""
+    return self.rounds[self.deciding_turn].paths[self.prediction]
+
+  def triples_shown(self) -> list[tuple[templates.Triple, bool]]:
+    return [(t, p.verified) for r in self.rounds for ps in r.paths
+            for p in ps for t in p.triples]
+
+  def to_dict(self) -> dict:
+    rounds = []
+    for r in self.rounds:
+      rounds.append({
+          "turn": r.turn, "temperature": r.temperature,
+          "answer": r.answer.choice, "confidence": r.answer.confidence,
+          "probs": r.answer.probs, "rationale": r.answer.rationale,
+          "prompt": r.answer.prompt, "raw": r.answer.raw,
+          "answer_backend": r.answer.backend, "verdict": r.verdict.verdict,
+          "critic_confidence": r.verdict.confidence,
+          "critic_reason": r.verdict.reason,
+          "critic_backend": r.verdict.backend, "support": r.support,
+          "knowledge": r.knowledge,
+          "paths": [[p.to_dict() for p in ps] for ps in r.paths]})
+    return {"index": self.index, "id": self.id, "question": self.question,
+            "choices": self.choices, "gold": self.gold,
+            "prediction": self.prediction, "confidence": self.confidence,
+            "correct": self.correct, "accepted": self.accepted,
+            "deciding_turn": self.deciding_turn,
+            "evidence": [[t.to_dict() for t in p.triples]
+                         for p in self.evidence],
+            "evidence_chains": [templates.chain(p.triples)
+                                for p in self.evidence],
+            "seconds": self.seconds, "rounds": rounds}
+
+
+def support_of(paths: list[RetrievedPath]) -> float:
+  """Fraction of a choice's shown paths that reached it (0 if none)."""
+  return float(np.mean([p.reached for p in paths])) if paths else 0.0
+
+
+@dataclasses.dataclass
+class Collaboration:
+  graph: GraphAgent
+  answerer: object            # .answer_many(list[AnswerRequest])
+  critic: object              # .judge_many(list[Proposal])
+  max_turns: int = 3
+  temperature_step: float = 0.5
+  max_sentences: int = 6
+  learn_from_gold: bool = True
+
+  def run_batch(self, batch, examples, rng) -> list[QuestionResult]:
+    """All real questions of ``batch``; ``examples[i]`` is the dataset's
+    question ``i`` (``batch.example_index``)."""
+    start = time.perf_counter()
+    rows = [b for b in range(batch.example_mask.shape[0])
+            if batch.example_mask[b]]
+    index = {b: int(batch.example_index[b]) for b in rows}
+    history: dict[int, list[Round]] = {b: [] for b in rows}
+    decided: dict[int, int] = {}
+    active = list(rows)
+    for turn in range(self.max_turns):
+      t = self.graph.temperature + turn * self.temperature_step
+      _, per_row = self.graph.retrieve(batch, jax.random.fold_in(rng, turn),
+                                       temperature=t)
+      requests, shown = [], []
+      for b in active:
+        ex = examples[index[b]]
+        paths = per_row[b][:len(ex.choices)]
+        texts = [templates.knowledge_text([p.triples for p in ps],
+                                          self.max_sentences) for ps in paths]
+        requests.append(AnswerRequest(ex.stem, list(ex.choices), texts))
+        shown.append(paths)
+      answers = self.answerer.answer_many(requests)
+      proposals = [Proposal(r, a, support_of(ps[a.choice]), index[b])
+                   for b, r, a, ps in zip(active, requests, answers, shown)]
+      verdicts = self.critic.judge_many(proposals)
+      still = []
+      for b, req, a, v, ps, prop in zip(active, requests, answers, verdicts,
+                                        shown, proposals):
+        history[b].append(Round(turn, t, a, v, prop.support, ps,
+                                req.knowledge))
+        if v.accepted:
+          decided[b] = turn
+        else:
+          self.graph.record(ps[a.choice], edge_memory.REJECTION)
+          still.append(b)
+      active = still
+      if not active:
+        break
+    results = []
+    for b in rows:
+      ex = examples[index[b]]
+      rounds = history[b]
+      if b in decided:
+        turn = decided[b]
+        choice = rounds[turn].answer.choice
+      else:  # no consensus: best first-round probability among proposals
+        first = rounds[0].answer.probs
+        choice = max({r.answer.choice for r in rounds},
+                     key=lambda c: (first[c], -c))
+        turn = next(r.turn for r in rounds if r.answer.choice == choice)
+      conf = float(rounds[turn].answer.probs[choice])
+      result = QuestionResult(index[b], ex.id, ex.stem, list(ex.choices),
+                              ex.answer_index, choice, conf, b in decided,
+                              turn, rounds)
+      if self.learn_from_gold and ex.answer_index is not None:
+        self.graph.record(result.evidence, edge_memory.SUCCESS
+                          if result.correct else edge_memory.FAILURE)
+      results.append(result)
+    seconds = (time.perf_counter() - start) / max(len(rows), 1)
+    for r in results:
+      r.seconds = seconds
+    return results
+
+
+class FoldCritic:
+  """Two-fold calibration without leakage: questions with an even dataset
+  index are judged by the critic fitted on the odd ones and vice versa."""
+
+  def __init__(self, even, odd):
+    self.critics = (even, odd)
+    self.name = even.name
+
+  def judge(self, p: Proposal) -> Verdict:
+    return self.critics[p.index % 2].judge(p)
+
+  def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:
+    return [self.judge(p) for p in proposals]

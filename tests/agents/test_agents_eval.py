@@ -1,0 +1,42 @@
+"""``launch/evaluate.py`` on an answer run: the whole four-agent evaluation
+on the demo data, its figures checked against the per-question file."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow  # ~2-3 min: five passes of the loop in a subprocess
+def test_agents_evaluation_cli(answer_run, demo_workspace):
+  _, workdir = answer_run
+  out = subprocess.run(
+      [sys.executable, str(REPO / "launch/evaluate.py"),
+       f"--workdir={workdir}", "--progress=false"],
+      capture_output=True, text=True, cwd=workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  figures = json.loads(out.stdout.strip().splitlines()[-1])
+  for key in ("accuracy", "accuracy_answer_head_only",
+              "llm_calls_per_question", "tokens_per_question",
+              "triples_verified_fraction", "accuracy_no_critic",
+              "accuracy_no_refiner", "accuracy_no_memory"):
+    assert key in figures, key
+  assert figures["triples_verified_fraction"] == 1.0
+  assert figures["llm_calls_per_question"] == 0  # local backend
+  assert figures["tokens_per_question"] == 0
+  rows = [json.loads(x) for x in
+          (workdir / "eval" / "dev.agents.jsonl").read_text().splitlines()]
+  examples = demo_workspace.splits["dev"].examples
+  assert [r["id"] for r in rows] == [e.id for e in examples]
+  labeled = [r for r in rows if r["gold"] is not None]
+  assert figures["accuracy"] == np.mean([r["correct"] for r in labeled])
+  assert figures["accepted_fraction"] == np.mean([r["accepted"]
+                                                  for r in rows])
+  assert all(1 <= len(r["rounds"]) <= 3 for r in rows)
+  for r in rows:
+    last = r["rounds"][r["deciding_turn"]]
+    assert r["prediction"] == last["answer"] or not r["accepted"]

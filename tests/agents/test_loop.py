@@ -1,0 +1,186 @@
+"""The collaboration loop end to end on the demo data: UNSURE ->
+re-exploration -> ACCEPT, the no-consensus fallback, memory counts exactly
+as the loop says, every reported triple in the KG — with the local models
+and with the Gemini client against the stub server."""
+
+import json
+import re
+
+import jax
+import numpy as np
+import pytest
+
+from racer_jax.agents import answer as answer_lib
+from racer_jax.agents import critic as critic_lib
+from racer_jax.agents import llm
+from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.agents.loop import Collaboration, FoldCritic
+from racer_jax.memory import edge_memory
+from tests.agents.stub_gemini import StubGemini, prompt_text
+
+
+class ScriptedCritic:
+  """UNSURE for the first ``unsure_turns`` judgements of each question."""
+
+  name = "scripted"
+
+  def __init__(self, unsure_turns):
+    self.unsure_turns = unsure_turns
+    self.seen = {}
+
+  def judge_many(self, proposals):
+    out = []
+    for p in proposals:
+      n = self.seen.get(p.index, 0)
+      self.seen[p.index] = n + 1
+      verdict = critic_lib.UNSURE if n < self.unsure_turns else (
+          critic_lib.ACCEPT)
+      out.append(critic_lib.Verdict(verdict, 0.5, "scripted", self.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def parts(retrieval_runs, demo_workspace, answer_run):
+  _, _, refiner_dir = retrieval_runs
+  _, answer_dir = answer_run
+  graph = GraphAgent(refiner_dir, demo_workspace, paths_per_choice=2,
+                     log=lambda _: None)
+  local = answer_lib.LocalAnswerer(answer_dir)
+  data = demo_workspace.splits["dev"]
+  return graph, local, data
+
+
+def run(collab, data, seed=0):
+  batch = data.dataset.batch_for_step(0, 0, 4)
+  return collab.run_batch(batch, data.examples, jax.random.PRNGKey(seed))
+
+
+def edge_counts(paths):
+  counts = np.zeros(0)
+  ids = [e for p in paths for e in p.edge_ids]
+  return np.bincount(ids, minlength=1) if ids else counts
+
+
+def test_unsure_then_accept_reexplores_and_counts(parts, demo_workspace):
+  graph, local, data = parts
+  graph.reset_memory()
+  before = jax.device_get(graph.memory)
+  collab = Collaboration(graph, local, ScriptedCritic(1), max_turns=3,
+                         temperature_step=0.5)
+  results = run(collab, data)
+  after = jax.device_get(graph.memory)
+  assert results
+  rejected = np.zeros_like(before.rejection)
+  success = np.zeros_like(before.success)
+  failure = np.zeros_like(before.failure)
+  kg = demo_workspace.kg
+  for r in results:
+    assert len(r.rounds) == 2 and r.accepted and r.deciding_turn == 1
+    assert r.rounds[1].temperature == pytest.approx(
+        r.rounds[0].temperature + 0.5)
+    assert r.prediction == r.rounds[1].answer.choice
+    for p in r.rounds[0].paths[r.rounds[0].answer.choice]:
+      np.add.at(rejected, p.edge_ids, 1.0)
+    target = success if r.correct else failure
+    for p in r.evidence:
+      np.add.at(target, p.edge_ids, 1.0)
+    for t, verified in r.triples_shown():
+      assert verified and kg.has_edge(t.head, t.relation, t.tail)
+    d = r.to_dict()
+    json.dumps(d)  # serializable
+    assert d["rounds"][0]["verdict"] == "UNSURE"
+    assert d["evidence_chains"] == [
+        " ".join([p[0]["head"]] + [
+            f"--{t['relation']}--> {t['tail']}" for t in p])
+        for p in d["evidence"]]
+  np.testing.assert_array_equal(after.rejection - before.rejection, rejected)
+  np.testing.assert_array_equal(after.success - before.success, success)
+  np.testing.assert_array_equal(after.failure - before.failure, failure)
+
+
+def test_no_consensus_falls_back_to_best_first_round(parts):
+  graph, local, data = parts
+  graph.reset_memory()
+  collab = Collaboration(graph, local, ScriptedCritic(99), max_turns=3)
+  for r in run(collab, data, seed=1):
+    assert len(r.rounds) == 3 and not r.accepted
+    first = r.rounds[0].answer.probs
+    proposed = {x.answer.choice for x in r.rounds}
+    assert r.prediction in proposed
+    assert first[r.prediction] == max(first[c] for c in proposed)
+
+
+def test_calibrated_critic_rule():
+  conf = np.array([0.9, 0.8, 0.7, 0.3, 0.2, 0.25])
+  support = np.array([1, 1, 0.5, 0, 0, 1.0])
+  correct = np.array([1, 1, 1, 0, 0, 0], bool)
+  c = critic_lib.LocalCritic.calibrate(conf, support, correct)
+  accept = (conf >= c.min_confidence) & (support >= c.min_support)
+  np.testing.assert_array_equal(accept, correct)  # separable: J = 1
+  assert critic_lib.LocalCritic.calibrate(conf, support,
+                                          np.ones(6, bool)).min_confidence == 0
+  even, odd = critic_lib.LocalCritic(0.0), critic_lib.LocalCritic(1.1)
+  fold = FoldCritic(even=even, odd=odd)
+  req = answer_lib.AnswerRequest("q", ["a", "b"], ["", ""])
+  a = answer_lib.Answer(0, 0.9, [0.9, 0.1], "", "", "", "local")
+  verdicts = fold.judge_many([critic_lib.Proposal(req, a, 1.0, index=i)
+                              for i in (0, 1)])
+  assert [v.verdict for v in verdicts] == ["ACCEPT", "UNSURE"]
+
+
+def gemini_responder():
+  """Answers choice 0; the critic is UNSURE the first time it sees a
+  question and ACCEPTs after."""
+  seen = {}
+
+  def respond(req):
+    system = json.dumps(req.get("systemInstruction", {}))
+    text = prompt_text(req)
+    if "check a proposed answer" in system:
+      q = re.search(r"Question: (.*)", text).group(1)
+      seen[q] = seen.get(q, 0) + 1
+      verdict = "UNSURE" if seen[q] == 1 else "ACCEPT"
+      return json.dumps({"verdict": verdict, "confidence": 0.7,
+                         "reason": "scripted"})
+    return json.dumps({"answer": 0, "confidence": 0.8,
+                       "rationale": "the facts say so"})
+  return respond
+
+
+def test_gemini_loop_with_faults_falls_back_cleanly(parts):
+  graph, local, data = parts
+  graph.reset_memory()
+  with StubGemini(gemini_responder()) as stub:
+    # The first call hits a 500 (retried by the SDK); another gets a
+    # malformed reply (falls back to the local answerer).
+    stub.script.append((500, {"error": {"code": 500, "message": "x",
+                                        "status": "INTERNAL"}}, 0))
+    backend = llm.GeminiBackend(
+        "m", api_key="k", base_url=stub.url, initial_delay_s=0.01,
+        max_delay_s=0.02)  # no cache: round 2 may repeat round 1's prompt
+    usage = llm.UsageReport()
+    answerer = answer_lib.LLMAnswerer(backend, local, usage)
+    critic = critic_lib.LLMCritic(backend, critic_lib.LocalCritic(0.0),
+                                  usage)
+    collab = Collaboration(graph, answerer, critic, max_turns=3)
+    results = run(collab, data)
+    n = len(results)
+    assert n and all(r.accepted and len(r.rounds) == 2 for r in results)
+    assert all(r.rounds[0].verdict.verdict == "UNSURE" and
+               r.rounds[1].verdict.verdict == "ACCEPT" for r in results)
+    assert all(r.rounds[0].answer.backend == "gemini" for r in results)
+    assert usage.to_dict()["llm_calls"] == 4 * n  # 2 answers + 2 verdicts
+    assert usage.input_tokens > 0
+    # A malformed reply for one question: that answer comes from the local
+    # model, the fallback is counted, the loop still finishes.
+    stub.responder = lambda req: "{not json"
+    graph.reset_memory()
+    usage2 = llm.UsageReport()
+    collab = Collaboration(
+        graph, answer_lib.LLMAnswerer(backend, local, usage2),
+        critic_lib.LLMCritic(backend, critic_lib.LocalCritic(0.0), usage2),
+        max_turns=2)
+    results = run(collab, data, seed=5)
+    assert all(r.rounds[0].answer.backend == "local" for r in results)
+    assert usage2.fallbacks == 2 * len(results)  # answer + verdict each
+    assert usage2.errors["malformed_json"] == 2 * len(results)

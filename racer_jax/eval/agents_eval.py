@@ -144,6 +144,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   fitted_on_odd = LocalCritic.calibrate(conf[odd], support[odd], correct[odd])
   fitted_on_even = LocalCritic.calibrate(conf[~odd], support[~odd],
                                          correct[~odd])
+  fitted_all = LocalCritic.calibrate(conf, support, correct)
   critic = FoldCritic(even=fitted_on_odd, odd=fitted_on_even)
   full, usage = run(graph, critic, agents.max_turns, "agents")
   out_dir = workdir / "eval"
@@ -158,7 +159,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                  "even": [fitted_on_odd.min_confidence,
                           fitted_on_odd.min_support],
                  "odd": [fitted_on_even.min_confidence,
-                         fitted_on_even.min_support]}}
+                         fitted_on_even.min_support],
+                 # for new questions (launch/answer.py): fitted on all
+                 "all": [fitted_all.min_confidence,
+                         fitted_all.min_support]}}
   baseline = (LocalAnswerer(baseline_workdir, log=log) if baseline_workdir
               else local)
   figures["accuracy_answer_head_only"] = head_only_accuracy(

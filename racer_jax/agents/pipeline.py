@@ -1,0 +1,103 @@
+"""Answering new questions from a trained answer run.
+
+:class:`Pipeline` loads the whole stack an answer run names (its refiner
+run, that run's walker and graph store), grounds a new question and its
+choices, extracts the subgraph, and runs the collaboration loop on it.
+The critic uses the thresholds calibrated by the last agents evaluation of
+the run (``<workdir>/eval/*.agents.json``), else a plain 0.5 rule.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Sequence
+
+import jax
+import ml_collections
+
+from racer_jax.agents import llm
+from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
+from racer_jax.agents.critic import LLMCritic, LocalCritic
+from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.agents.loop import Collaboration, QuestionResult
+from racer_jax.data import qa
+from racer_jax.data.bucketed import BucketedDataset
+from racer_jax.driver import common
+from racer_jax.driver.inputs import load_workspace, make_encoder
+from racer_jax.kg import grounding, subgraph
+
+
+def calibrated_critic(workdir: Path) -> tuple[LocalCritic, str]:
+  """The thresholds fitted on all questions of the newest agents
+  evaluation of ``workdir``, and where they came from."""
+  files = sorted((workdir / "eval").glob("*.agents.json"),
+                 key=lambda p: p.stat().st_mtime)
+  for path in reversed(files):
+    fitted = json.loads(path.read_text()).get("critic_thresholds", {})
+    if "all" in fitted:
+      return LocalCritic(*fitted["all"]), str(path)
+  return LocalCritic(0.5, 0.0), "default (no agents evaluation yet)"
+
+
+class Pipeline:
+  def __init__(self, workdir, data_dir=None, *, agents=None, api_key=None,
+               log: Callable[[str], None] = print):
+    self.workdir = Path(workdir)
+    config = ml_collections.ConfigDict(json.loads(
+        (self.workdir / "config.json").read_text()))
+    refiner_dir = config.answer.knowledge_workdir
+    if not refiner_dir:
+      raise ValueError(f"{workdir}: an answer run without retrieval "
+                       "(answer.knowledge_workdir is empty)")
+    rconfig = ml_collections.ConfigDict(json.loads(
+        (Path(refiner_dir) / "config.json").read_text()))
+    self.config, self.rconfig = config, rconfig
+    ws = load_workspace(rconfig, data_dir,
+                        common.prep_dir_of(rconfig, refiner_dir), [],
+                        progress=False, log=log)
+    self.ws = ws
+    self._grounder = grounding.Grounder(
+        ws.kg.concepts,
+        max_concept_tokens=rconfig.grounding.max_concept_tokens,
+        max_candidates_per_span=rconfig.grounding.max_candidates_per_span)
+    self._extractor = subgraph.SubgraphExtractor(
+        ws.kg, **rconfig.subgraph.to_dict())
+    self._encoder = make_encoder(rconfig)
+    self.graph = GraphAgent(refiner_dir, ws,
+                            paths_per_choice=config.answer.paths_per_choice,
+                            log=log)
+    agents = agents or config.agents
+    self.usage = llm.UsageReport()
+    local = LocalAnswerer(self.workdir, log=log)
+    critic, self.critic_source = calibrated_critic(self.workdir)
+    backend = llm.make_backend(agents, api_key, cache_path=self.workdir /
+                               "llm_cache.sqlite")
+    answerer = local
+    if backend is not None:
+      answerer = LLMAnswerer(backend, local, self.usage)
+      critic = LLMCritic(backend, critic, self.usage)
+    self.collab = Collaboration(self.graph, answerer, critic,
+                                max_turns=agents.max_turns,
+                                temperature_step=agents.temperature_step,
+                                max_sentences=config.answer.max_sentences,
+                                learn_from_gold=False)
+
+  def answer(self, question: str, choices: Sequence[str],
+             seed: int = 0) -> QuestionResult:
+    choices = [c.strip() for c in choices if c.strip()]
+    num_choices = self.rconfig.batch.num_choices
+    if not 2 <= len(choices) <= num_choices:
+      raise ValueError(f"give 2 to {num_choices} choices, got "
+                       f"{len(choices)}")
+    g = self._grounder.ground(question, choices)
+    sg = self._extractor.extract(g.question_concepts, g.choice_concepts)
+    dataset = BucketedDataset(
+        [sg], [None], self._encoder.encode([question]),
+        buckets=[tuple(b) for b in self.rconfig.batch.buckets],
+        num_choices=num_choices,
+        max_degree=self.rconfig.subgraph.max_degree)
+    batch = next(dataset.ordered_batches(1))
+    example = qa.QAExample("question", question, tuple(choices), None)
+    return self.collab.run_batch(batch, [example],
+                                 jax.random.PRNGKey(seed))[0]

@@ -1,0 +1,46 @@
+"""New questions end to end: grounding, subgraph, the loop, and
+``launch/answer.py`` printing the answer and its reasoning paths."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from racer_jax.agents.pipeline import Pipeline
+from tests.conftest import REPO
+
+QUESTION = "Where would a bird fly to sleep at night?"
+CHOICES = ["nest", "ocean", "oven", "library"]
+
+
+def test_pipeline_answers_a_new_question(answer_run, demo_workspace):
+  _, workdir = answer_run
+  pipeline = Pipeline(workdir, log=lambda _: None)
+  result = pipeline.answer(QUESTION, CHOICES + [" "])  # blank choice dropped
+  assert result.choices == CHOICES and 0 <= result.prediction < 4
+  assert 1 <= len(result.rounds) <= 3
+  kg = demo_workspace.kg
+  for t, verified in result.triples_shown():
+    assert verified and kg.has_edge(t.head, t.relation, t.tail)
+  with pytest.raises(ValueError, match="choices"):
+    pipeline.answer(QUESTION, ["only one"])
+
+
+@pytest.mark.slow  # a subprocess that loads the whole stack
+def test_answer_cli_text_and_json(answer_run):
+  _, workdir = answer_run
+  base = [sys.executable, str(REPO / "launch/answer.py"),
+          f"--workdir={workdir}", f"--question={QUESTION}",
+          f"--choices={','.join(CHOICES)}"]
+  text = subprocess.run(base, capture_output=True, text=True, cwd=workdir)
+  assert text.returncode == 0, text.stderr[-3000:]
+  assert "answer:" in text.stdout and "round 1" in text.stdout
+  assert "reasoning paths for the answer:" in text.stdout
+  out = subprocess.run(base + ["--format=json"], capture_output=True,
+                       text=True, cwd=workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  record = json.loads(out.stdout.strip().splitlines()[-1])
+  assert record["choices"] == CHOICES
+  assert record["llm"]["llm_calls"] == 0
+  assert record["rounds"][0]["verdict"] in ("ACCEPT", "UNSURE")

@@ -1,0 +1,176 @@
+"""GraphDancer's explorer: an LLM walks the KG through the graph functions.
+
+Each question's transcript grows step by step: the model writes a
+``<think>/<graph>`` step, the function's result (or its error) is appended
+as ``<observation>…</observation>``, until it writes ``<answer>`` or the
+interaction limit is reached. A step that breaks the protocol ends the
+question (outcome ``invalid_protocol``). All active questions take their
+next step together (concurrent LLM calls).
+
+Outcomes: ``correct``, ``unfinished`` (limit reached), ``invalid_protocol``,
+``other_wrong``. Metrics over a set of transcripts: valid-format rate
+(well-formed steps / steps), valid-call rate (calls that returned a result /
+calls), evidence hit (a gold concept appeared in an observation), calls per
+question and the outcome fractions.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+
+from racer_jax.agents import llm
+from racer_jax.agents.templates import Triple
+from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError
+from racer_jax.agents.tools import parse_step
+
+SYSTEM = """You answer questions by exploring a commonsense knowledge graph.
+Every reply is one step: <think>your reasoning</think> followed by exactly
+one of <graph>Function[arguments]</graph> or <answer>the answer</answer>.
+Functions:
+  RetrieveNode[keyword] - the node name that matches a keyword
+  NodeFeature[node, feature] - feature is name, degree or relations
+  NodeDegree[node, relation] - how many neighbours along a relation
+  NeighbourCheck[node, relation] - the neighbours along a relation
+Relations: {relations}. A name starting with _ is the inverse relation.
+When the question has choices, answer with the text of one choice."""
+
+OUTCOMES = ("correct", "unfinished", "invalid_protocol", "other_wrong")
+
+
+@dataclasses.dataclass
+class Transcript:
+  question: str
+  choices: list[str]
+  gold: str | None = None
+  text: str = ""                       # the growing conversation
+  steps: int = 0                       # model steps taken
+  valid_steps: int = 0
+  calls: int = 0
+  valid_calls: int = 0
+  answer: str | None = None
+  outcome: str | None = None           # set when finished
+  evidence: list[Triple] = dataclasses.field(default_factory=list)
+  observations: list[str] = dataclasses.field(default_factory=list)
+  errors: list[str] = dataclasses.field(default_factory=list)
+
+  @property
+  def done(self) -> bool:
+    return self.outcome is not None
+
+
+def normalize(text: str) -> str:
+  """SQuAD-style: lower case, no punctuation, articles or extra spaces."""
+  text = re.sub(r"[^\w\s]", " ", text.lower())
+  text = re.sub(r"\b(a|an|the)\b", " ", text)
+  return " ".join(text.split())
+
+
+def match_choice(answer: str, choices: list[str]) -> int | None:
+  """The choice an answer names (exact after normalization, or a
+  0-based index / letter), else None."""
+  a = normalize(answer)
+  for i, c in enumerate(choices):
+    if normalize(c) == a:
+      return i
+  if re.fullmatch(r"\d+", a) and int(a) < len(choices):
+    return int(a)
+  if re.fullmatch(r"[a-e]", a) and ord(a) - 97 < len(choices):
+    return ord(a) - 97
+  return None
+
+
+def user_prompt(t: Transcript) -> str:
+  head = f"Question: {t.question}"
+  if t.choices:
+    head += "\nChoices: " + "; ".join(t.choices)
+  return head + ("\n\n" + t.text if t.text else "")
+
+
+class Explorer:
+  def __init__(self, backend, tools: GraphTools, max_interactions: int = 8,
+               report: llm.UsageReport | None = None):
+    self.backend = backend
+    self.tools = tools
+    self.max_interactions = max_interactions
+    self.report = report or llm.UsageReport()
+    self.system = SYSTEM.format(relations=", ".join(tools.kg.relations))
+
+  def _finish(self, t: Transcript, answer: str):
+    t.answer = answer
+    if t.gold is None:
+      t.outcome = "other_wrong"  # unlabeled: judged elsewhere
+      return
+    if t.choices:
+      pick = match_choice(answer, t.choices)
+      ok = pick is not None and normalize(t.choices[pick]) == normalize(
+          t.gold)
+    else:
+      ok = normalize(answer) == normalize(t.gold)
+    t.outcome = "correct" if ok else "other_wrong"
+
+  def step_all(self, transcripts: list[Transcript]) -> None:
+    """One model step for every unfinished transcript."""
+    active = [t for t in transcripts if not t.done]
+    replies = self.backend.generate_many(
+        [llm.Request(self.system, user_prompt(t)) for t in active])
+    for t, reply in zip(active, replies):
+      self.report.record(reply)
+      t.steps += 1
+      try:
+        step = parse_step(reply.text if reply.ok else None)
+      except ProtocolError as e:
+        t.errors.append(f"protocol: {e}" if reply.ok else
+                        f"llm: {reply.error}")
+        t.outcome = "invalid_protocol"
+        continue
+      t.valid_steps += 1
+      t.text += (f"<think>{step.think}</think>")
+      if step.is_answer:
+        t.text += f"<answer>{step.answer}</answer>"
+        self._finish(t, step.answer)
+        continue
+      t.calls += 1
+      call = f"{step.function}[{', '.join(step.args)}]"
+      try:
+        observation, evidence = self.tools.call(step.function, step.args)
+        t.valid_calls += 1
+        t.evidence += evidence
+      except ToolError as e:
+        observation = f"Error: {e}"
+        t.errors.append(f"tool: {e}")
+      t.observations.append(observation)
+      t.text += f"<graph>{call}</graph>\n<observation>{observation}" \
+                "</observation>\n"
+      if t.steps >= self.max_interactions:
+        t.outcome = "unfinished"
+
+  def run(self, questions) -> list[Transcript]:
+    """``questions``: ``(question, choices, gold or None)`` triples."""
+    transcripts = [Transcript(q, list(c), g) for q, c, g in questions]
+    while any(not t.done for t in transcripts):
+      self.step_all(transcripts)
+    return transcripts
+
+
+def metrics(transcripts: list[Transcript], gold_concepts=None) -> dict:
+  """See the module docstring. ``gold_concepts``: per transcript, the
+  gold answer's concept names (for evidence hit)."""
+  n = max(len(transcripts), 1)
+  steps = sum(t.steps for t in transcripts)
+  calls = sum(t.calls for t in transcripts)
+  outcomes = collections.Counter(t.outcome for t in transcripts)
+  out = {"questions": len(transcripts),
+         "valid_format_rate": sum(t.valid_steps for t in transcripts) /
+         max(steps, 1),
+         "valid_call_rate": sum(t.valid_calls for t in transcripts) /
+         max(calls, 1),
+         "calls_per_question": calls / n,
+         **{f"outcome_{k}": outcomes.get(k, 0) / n for k in OUTCOMES}}
+  if gold_concepts is not None:
+    hits = [bool(set(g) & ({e.tail for e in t.evidence} |
+                           {e.head for e in t.evidence}))
+            for t, g in zip(transcripts, gold_concepts)]
+    out["evidence_hit"] = sum(hits) / n
+  return out

@@ -174,3 +174,53 @@ def metrics(transcripts: list[Transcript], gold_concepts=None) -> dict:
             for t, g in zip(transcripts, gold_concepts)]
     out["evidence_hit"] = sum(hits) / n
   return out
+
+
+class ExplorerGraphAgent:
+  """The explorer in the GraphAgent's place (``agents.graph=explorer``):
+  each question is explored by the LLM, and the neighbour triples it saw
+  that touch a choice's concepts become that choice's (one-hop) paths.
+  It keeps no shared memory."""
+
+  use_memory = False
+
+  def __init__(self, explorer: Explorer, kg, paths_per_choice: int = 2,
+               temperature: float = 0.0):
+    self.explorer = explorer
+    self.kg = kg
+    self.keep = paths_per_choice
+    self.temperature = temperature
+
+  def reset_memory(self):
+    pass
+
+  def record(self, paths, outcome):
+    pass
+
+  def retrieve(self, batch, rng, temperature=None, examples=None):
+    from racer_jax.agents.graph_agent import RetrievedPath
+    del rng, temperature  # the LLM's sampling is its own
+    if examples is None:
+      raise ValueError("the explorer needs the questions' text")
+    rows = [b for b in range(batch.example_mask.shape[0])
+            if batch.example_mask[b]]
+    items = [examples[int(batch.example_index[b])] for b in rows]
+    transcripts = self.explorer.run(
+        [(e.stem, list(e.choices), None) for e in items])
+    concept = batch.graphs.nodes["concept"]
+    out = [None] * batch.example_mask.shape[0]
+    for b, ex, t in zip(rows, items, transcripts):
+      per_choice = []
+      for c in range(batch.choice_valid.shape[1]):
+        names = {self.kg.concepts[int(i)] for i in
+                 concept[b][batch.choice_mask[b, :, c]] if i >= 0}
+        paths = []
+        for rank, tr in enumerate(t.evidence):
+          if (tr.tail in names or tr.head in names) and len(paths) < (
+              self.keep):
+            paths.append(RetrievedPath(
+                [tr], -float(rank), tr.tail in names,
+                self.kg.has_edge(tr.head, tr.relation, tr.tail)))
+        per_choice.append(paths)
+      out[b] = per_choice
+    return {"transcripts": transcripts}, out

@@ -139,9 +139,12 @@ class GraphAgent:
     return edge_memory.quality(self.memory, gamma=self._gamma,
                                prior=self._prior)
 
-  def retrieve(self, batch, rng, temperature: float | None = None):
+  def retrieve(self, batch, rng, temperature: float | None = None,
+               examples=None):
     """``(raw device output on the host, per row: per choice paths)``;
-    rows of padding questions get ``None``."""
+    rows of padding questions get ``None``. (``examples`` is for agents
+    that read the question text; the walker does not.)"""
+    del examples
     t = self.temperature if temperature is None else float(temperature)
     if t not in self._retrievers:
       self._retrievers[t] = self._make(

@@ -119,7 +119,7 @@ class Collaboration:
     for turn in range(self.max_turns):
       t = self.graph.temperature + turn * self.temperature_step
       _, per_row = self.graph.retrieve(batch, jax.random.fold_in(rng, turn),
-                                       temperature=t)
+                                       temperature=t, examples=examples)
       requests, shown = [], []
       for b in active:
         ex = examples[index[b]]

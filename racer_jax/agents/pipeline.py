@@ -40,6 +40,28 @@ def calibrated_critic(workdir: Path) -> tuple[LocalCritic, str]:
   return LocalCritic(0.5, 0.0), "default (no agents evaluation yet)"
 
 
+def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
+                      encoder=None, log=print, **kwargs):
+  """The GraphAgent named by ``agents.graph``: ``walker`` (the jitted
+  walker + memory + refiner) or ``explorer`` (GraphDancer's LLM explorer
+  over the graph functions; needs a text LLM backend)."""
+  kind = agents.get("graph", "walker")
+  if kind == "walker":
+    return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log,
+                      **kwargs)
+  if kind == "explorer":
+    from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
+    from racer_jax.agents.tools import GraphTools
+    if backend is None:
+      raise ValueError("agents.graph=explorer needs a text LLM: "
+                       "--backend=gemini")
+    tools = GraphTools(ws.kg, encoder, ws.concept_emb)
+    return ExplorerGraphAgent(
+        Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,
+        paths_per_choice=keep)
+  raise ValueError(f"agents.graph={kind!r}: expected walker or explorer")
+
+
 class Pipeline:
   def __init__(self, workdir, data_dir=None, *, agents=None, api_key=None,
                log: Callable[[str], None] = print):
@@ -64,15 +86,15 @@ class Pipeline:
     self._extractor = subgraph.SubgraphExtractor(
         ws.kg, **rconfig.subgraph.to_dict())
     self._encoder = make_encoder(rconfig)
-    self.graph = GraphAgent(refiner_dir, ws,
-                            paths_per_choice=config.answer.paths_per_choice,
-                            log=log)
     agents = agents or config.agents
     self.usage = llm.UsageReport()
     local = LocalAnswerer(self.workdir, log=log)
     critic, self.critic_source = calibrated_critic(self.workdir)
     backend = llm.make_backend(agents, api_key, cache_path=self.workdir /
                                "llm_cache.sqlite")
+    self.graph = build_graph_agent(
+        agents, refiner_dir, ws, config.answer.paths_per_choice, backend,
+        encoder=self._encoder, log=log)
     answerer = local
     if backend is not None:
       answerer = LLMAnswerer(backend, local, self.usage)

@@ -39,8 +39,9 @@ from racer_jax.agents.answer import AnswerRequest, LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, FoldCritic
+from racer_jax.agents.pipeline import build_graph_agent
 from racer_jax.driver import common
-from racer_jax.driver.inputs import load_workspace
+from racer_jax.driver.inputs import load_workspace, make_encoder
 
 
 def run_loop(collab: Collaboration, split_data, batch_size: int, seed: int,
@@ -135,7 +136,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                        config.eval.batch_size, config.seed, progress, desc)
     return results, usage
 
-  graph = GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log)
+  graph = build_graph_agent(agents, refiner_dir, ws, keep, backend,
+                            encoder=make_encoder(rconfig), log=log)
+  ablations = ablations and isinstance(graph, GraphAgent)
   one_round, usage_1 = run(graph, LocalCritic(0.0, 0.0), 1, "no critic")
   conf = np.array([r.rounds[0].answer.confidence for r in one_round])
   support = np.array([r.rounds[0].support for r in one_round])

@@ -184,3 +184,53 @@ def test_gemini_loop_with_faults_falls_back_cleanly(parts):
     assert all(r.rounds[0].answer.backend == "local" for r in results)
     assert usage2.fallbacks == 2 * len(results)  # answer + verdict each
     assert usage2.errors["malformed_json"] == 2 * len(results)
+
+
+def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
+                                            retrieval_runs):
+  """agents.graph=explorer: the LLM explores with the graph functions and
+  the triples it saw that touch a choice become that choice's evidence."""
+  import ml_collections
+  from racer_jax.agents.pipeline import build_graph_agent
+  _, local, data = parts
+  _, _, refiner_dir = retrieval_runs
+  kg = demo_workspace.kg
+
+  def respond(req):
+    system = json.dumps(req.get("systemInstruction", {}))
+    text = prompt_text(req)
+    if "exploring a commonsense knowledge graph" in system:
+      choices = re.search(r"Choices: (.*)", text).group(1).split("; ")
+      n = text.count("<think>")
+      if n < len(choices):  # look around each choice once
+        node = choices[n].replace(" ", "_")
+        rel = "_atlocation" if node in kg else "isa"
+        return (f"<think>check {node}</think>"
+                f"<graph>NeighbourCheck[{node}, {rel}]</graph>")
+      return f"<think>done</think><answer>{choices[0]}</answer>"
+    if "check a proposed answer" in system:
+      return json.dumps({"verdict": "ACCEPT", "confidence": 0.9,
+                         "reason": "ok"})
+    return json.dumps({"answer": 0, "confidence": 0.6, "rationale": "r"})
+
+  agents = ml_collections.ConfigDict({"graph": "explorer",
+                                      "max_interactions": 8})
+  with StubGemini(respond) as stub:
+    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    graph = build_graph_agent(agents, refiner_dir, demo_workspace, 2,
+                              backend)
+    usage = llm.UsageReport()
+    collab = Collaboration(
+        graph, answer_lib.LLMAnswerer(backend, local, usage),
+        critic_lib.LLMCritic(backend, critic_lib.LocalCritic(), usage),
+        max_turns=2)
+    results = run(collab, data)
+  assert results and all(r.accepted for r in results)
+  shown = [p for r in results for ps in r.rounds[0].paths for p in ps]
+  assert shown  # the exploration found triples touching the choices
+  for p in shown:
+    assert len(p.triples) == 1 and p.verified
+    t = p.triples[0]
+    assert kg.has_edge(t.head, t.relation, t.tail)
+  with pytest.raises(ValueError, match="needs a text LLM"):
+    build_graph_agent(agents, refiner_dir, demo_workspace, 2, None)

@@ -146,7 +146,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.max_concurrency = 8
   config.agents.max_turns = 3
   config.agents.temperature_step = 0.5  # added per UNSURE round
-  config.agents.graph = "walker"        # or "explorer" (GraphDancer, LLM)
+  config.agents.graph = "walker"        # or "hygrl", "explorer" (LLM)
+  config.agents.hygrl_workdir = ""      # the HyGRL run for graph=hygrl
   config.agents.max_interactions = 8    # explorer steps per question
 
   # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.

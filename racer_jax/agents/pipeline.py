@@ -43,8 +43,9 @@ def calibrated_critic(workdir: Path) -> tuple[LocalCritic, str]:
 def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
                       encoder=None, log=print, **kwargs):
   """The GraphAgent named by ``agents.graph``: ``walker`` (the jitted
-  walker + memory + refiner) or ``explorer`` (GraphDancer's LLM explorer
-  over the graph functions; needs a text LLM backend)."""
+  walker + memory + refiner), ``hygrl`` (HyGRL's beam retriever of the run
+  ``agents.hygrl_workdir``) or ``explorer`` (GraphDancer's LLM explorer over
+  the graph functions; needs a text LLM backend)."""
   kind = agents.get("graph", "walker")
   if kind == "walker":
     return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log,
@@ -59,7 +60,16 @@ def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
     return ExplorerGraphAgent(
         Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,
         paths_per_choice=keep)
-  raise ValueError(f"agents.graph={kind!r}: expected walker or explorer")
+  if kind == "hygrl":
+    from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
+    if not agents.get("hygrl_workdir"):
+      raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
+                       "run trained with --config.method=hygrl)")
+    rconfig = ml_collections.ConfigDict(json.loads(
+        (Path(refiner_dir) / "config.json").read_text()))
+    return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)
+  raise ValueError(f"agents.graph={kind!r}: expected walker, explorer or "
+                   "hygrl")
 
 
 class Pipeline:

@@ -234,3 +234,40 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
     assert kg.has_edge(t.head, t.relation, t.tail)
   with pytest.raises(ValueError, match="needs a text LLM"):
     build_graph_agent(agents, refiner_dir, demo_workspace, 2, None)
+
+
+def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
+                                              retrieval_runs,
+                                              tmp_path_factory):
+  """agents.graph=hygrl: shortest paths inside the beam's subgraph."""
+  import ml_collections
+  from racer_jax.agents.pipeline import build_graph_agent
+  from racer_jax.driver import train_hygrl
+  config, _, refiner_dir = retrieval_runs
+  hconfig = config.copy_and_resolve_references()
+  hconfig.method = "hygrl"
+  workdir = tmp_path_factory.mktemp("hygrl") / "run"
+  train_hygrl.train(hconfig, None, workdir, progress=False,
+                    log=lambda _: None)
+  _, local, data = parts
+  agents = ml_collections.ConfigDict({"graph": "hygrl",
+                                      "hygrl_workdir": str(workdir)})
+  graph = build_graph_agent(agents, refiner_dir, demo_workspace, 2, None,
+                            log=lambda _: None)
+  collab = Collaboration(graph, local, critic_lib.LocalCritic(0.0),
+                         max_turns=1)
+  results = run(collab, data)
+  kg = demo_workspace.kg
+  shown = [p for r in results for ps in r.rounds[0].paths for p in ps]
+  assert results and shown
+  for r in results:
+    ex = data.examples[r.index]
+    for c, ps in enumerate(r.rounds[0].paths):
+      assert [len(p.triples) for p in ps] == sorted(len(p.triples)
+                                                    for p in ps)
+  for p in shown:
+    assert p.verified and p.reached
+    for a, b in zip(p.triples, p.triples[1:]):
+      assert a.tail == b.head
+    for t in p.triples:
+      assert kg.has_edge(t.head, t.relation, t.tail)

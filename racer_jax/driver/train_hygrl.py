@@ -5,6 +5,7 @@ walker's run (``train(config, data_dir, workdir)`` resumes exactly)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable
 
 import jax
@@ -62,6 +63,33 @@ def calibrate(config, dataset, concept_emb, log=print) -> np.ndarray:
   return theta
 
 
+def llm_judgements(config, ws, workdir, log):
+  """``(LLMJudgements, UsageReport)`` when ``hygrl.mentor`` or
+  ``hygrl.judge`` is ``llm`` (backend from ``config.agents``, key from the
+  environment, responses cached in the workdir), else ``(None, None)``."""
+  h = config.hygrl
+  mentor, judge = h.get("mentor", "offline"), h.get("judge", "offline")
+  for name, value in (("mentor", mentor), ("judge", judge)):
+    if value not in ("offline", "llm"):
+      raise ValueError(f"hygrl.{name}={value!r}: expected offline or llm")
+  if mentor == judge == "offline":
+    return None, None
+  from racer_jax.agents import llm
+  from racer_jax.agents.hygrl_mentors import LLMJudgements
+  backend = llm.make_backend(config.agents, cache_path=Path(workdir) /
+                             "llm_cache.sqlite")
+  if backend is None:
+    raise ValueError("hygrl.mentor/judge=llm needs a text LLM: "
+                     "--config.agents.backend=gemini")
+  usage = llm.UsageReport()
+  log(f"HyGRL RL stage: mentor {mentor}, sufficiency judge {judge} "
+      f"({backend!r})")
+  return LLMJudgements(backend, ws.kg, usage, mentor=mentor == "llm",
+                       judge=judge == "llm",
+                       pairs_per_question=h.get("llm_pairs_per_question",
+                                                2)), usage
+
+
 def train(config, data_dir, workdir, *, progress: bool = True,
           log: Callable[[str], None] = print,
           stop_after: int | None = None) -> dict:
@@ -88,14 +116,25 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   cfg = hygrl_config(config)
   programs = {stage: hygrl.make_hygrl_step(policy, optimizer, cfg, stage)
               for stage in ("imitation", "rl")}
+  judgements, usage = llm_judgements(config, ws, workdir, log)
+  propose = hygrl.make_rl_proposal(policy, cfg) if judgements else None
+  examples = ws.splits[t.split].examples
   evaluate_fn = hygrl.make_retrieval_eval(policy, cfg)
   bs = config.batch.batch_size
 
   def one_update(state, step):
-    batch = parallel.shard_batch(mesh, dataset.batch_for_step(
-        step, config.seed, bs))
+    host_batch = dataset.batch_for_step(step, config.seed, bs)
+    batch = parallel.shard_batch(mesh, host_batch)
     stage = "imitation" if step < h.imitation_steps else "rl"
-    state, metrics = programs[stage](state, batch, concept_emb, theta_dev)
+    if stage == "rl" and judgements is not None:
+      proposal = jax.device_get(propose(state, batch, concept_emb,
+                                        theta_dev))
+      external = parallel.shard_batch(mesh, judgements.external(
+          host_batch, examples, proposal))
+      state, metrics = programs[stage](state, batch, concept_emb, theta_dev,
+                                       external)
+    else:
+      state, metrics = programs[stage](state, batch, concept_emb, theta_dev)
     metrics = {k: metrics.get(k, 0.0) for k in (
         "loss", "finite", "grad_norm", "labels", "scst_loss", "margin_loss",
         "reward_sample", "reward_greedy")}
@@ -116,6 +155,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       record=lambda done: {
           "step": done, "theta": theta.tolist(),
           "stage": "imitation" if done <= h.imitation_steps else "rl",
+          "llm": usage.to_dict() if usage else None,
           "config": json.loads(config.to_json())},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
       progress=progress, desc="train hygrl")

@@ -228,28 +228,52 @@ def _pairs(rng, trace, x: HyGRLInputs, theta, cfg: HyGRLConfig,
   return first, second, jnp.where(ok, pref, 0).astype(jnp.int32)
 
 
-def rl_loss(params, policy, x: HyGRLInputs, theta, rng, cfg: HyGRLConfig):
-  """SCST + λ · margin ranking over the batch; returns (loss, metrics)."""
-  def one(x, key):
-    k_sample, k_pairs = jax.random.split(key)
-    final_s, trace_s = search(x, cfg, policy=policy, params=params,
-                              rng=k_sample, sample=True)
-    final_g, _ = search(x, cfg, policy=policy, params=params)
-    r_s, r_g = _sufficient(x, final_s, cfg), _sufficient(x, final_g, cfg)
+def _rl_search(params, policy, x: HyGRLInputs, theta, key,
+               cfg: HyGRLConfig):
+  """One question's SCST rollouts and mentor pairs, from one key: the
+  update and :func:`make_rl_proposal` derive the same searches from it."""
+  k_sample, k_pairs = jax.random.split(key)
+  final_s, trace_s = search(x, cfg, policy=policy, params=params,
+                            rng=k_sample, sample=True)
+  final_g, _ = search(x, cfg, policy=policy, params=params)
+  first, second, pref = _pairs(k_pairs, trace_s, x, theta, cfg)
+  return final_s, trace_s, final_g, first, second, pref
+
+
+def _question_keys(rng, x: HyGRLInputs):
+  return jax.random.split(rng, x.usable.shape[0])
+
+
+def rl_loss(params, policy, x: HyGRLInputs, theta, rng, cfg: HyGRLConfig,
+            external=None):
+  """SCST + λ · margin ranking over the batch; returns (loss, metrics).
+
+  ``external`` (host judgements, e.g. an LLM's) may hold ``pref`` int32
+  [B, D, P] replacing the offline mentor's preferences and
+  ``reward_sample`` / ``reward_greedy`` float32 [B] replacing the
+  sufficiency rewards, for the searches :func:`make_rl_proposal` showed.
+  """
+  external = external or {}
+
+  def one(x, key, ext):
+    final_s, trace_s, final_g, first, second, pref = _rl_search(
+        jax.lax.stop_gradient(params), policy, x, theta, key, cfg)
+    r_s = ext.get("reward_sample", _sufficient(x, final_s, cfg))
+    r_g = ext.get("reward_greedy", _sufficient(x, final_g, cfg))
+    pref = ext.get("pref", pref)
     logits = _trace_logits(policy, params, x, trace_s)       # [D, N]
     step_lp = jax.vmap(losses.plackett_luce_log_prob)(
         logits, trace_s.passing, trace_s.chosen)
     log_prob = jnp.sum(jnp.where(trace_s.active, step_lp, 0.0))
     scst = losses.scst_loss(log_prob, r_s, r_g, cfg.scst_gamma)
-    first, second, pref = _pairs(k_pairs, trace_s, x, theta, cfg)
     margin = losses.margin_ranking_loss(
         jnp.take_along_axis(logits, first, 1),
         jnp.take_along_axis(logits, second, 1), pref, cfg.margin)
     u = x.usable.astype(jnp.float32)
     return (scst * u, jnp.sum(margin) * u, jnp.sum(pref != 0) * u, r_s * u,
             r_g * u)
-  keys = jax.random.split(rng, x.usable.shape[0])
-  scst, margin, pairs, r_s, r_g = jax.vmap(one)(x, keys)
+  scst, margin, pairs, r_s, r_g = jax.vmap(one)(x, _question_keys(rng, x),
+                                                external)
   n = jnp.maximum(jnp.sum(x.usable), 1)
   l_scst = jnp.sum(scst) / n
   l_mr = jnp.sum(margin) / jnp.maximum(jnp.sum(pairs), 1.0)
@@ -259,20 +283,49 @@ def rl_loss(params, policy, x: HyGRLInputs, theta, rng, cfg: HyGRLConfig):
                 "reward_greedy": jnp.sum(r_g) / n}
 
 
+def make_rl_proposal(policy: HyGRLPolicy, cfg: HyGRLConfig):
+  """``propose(state, batch, concept_emb, theta)`` -> what the RL update
+  of this state and batch will search, for judging on the host:
+  ``selected_sample`` / ``selected_greedy`` bool [B, N], the mentor pairs
+  ``first`` / ``second`` int32 [B, D, P] with ``asked`` bool [B, D, P]
+  (a real pair) and ``in_sequence`` bool [B, D, N] (the state of each
+  pair), the offline mentor's ``offline_pref`` and sufficiency rewards
+  ``offline_reward_sample`` / ``_greedy`` [B] (fallbacks), ``usable`` [B].
+  Jitted."""
+  def propose(state: TrainState, batch, concept_emb, theta):
+    x = hygrl_inputs(batch, concept_emb, cfg)
+    rng = jax.random.fold_in(state.rng, state.step)
+    def one(x, k):
+      out = _rl_search(state.params, policy, x, theta, k, cfg)
+      return out + (_sufficient(x, out[0], cfg), _sufficient(x, out[2], cfg))
+    final_s, trace_s, final_g, first, second, pref, r_s, r_g = jax.vmap(one)(
+        x, _question_keys(rng, x))
+    ok = (trace_s.active & jnp.any(trace_s.frontier, axis=2))[..., None] & (
+        first != second)
+    return {"selected_sample": final_s.in_sequence,
+            "selected_greedy": final_g.in_sequence, "first": first,
+            "second": second, "asked": ok & x.usable[:, None, None],
+            "in_sequence": trace_s.in_sequence, "offline_pref": pref,
+            "offline_reward_sample": r_s, "offline_reward_greedy": r_g,
+            "usable": x.usable}
+  return jax.jit(propose)
+
+
 def make_hygrl_step(policy: HyGRLPolicy, optimizer, cfg: HyGRLConfig,
                     stage: str, donate: bool = True, wrap=None):
-  """``step(state, batch, concept_emb, theta)`` -> ``(state, metrics)`` for
-  ``stage`` "imitation" or "rl"; one jitted program with a NaN guard."""
+  """``step(state, batch, concept_emb, theta, external=None)`` ->
+  ``(state, metrics)`` for ``stage`` "imitation" or "rl"; one jitted
+  program with a NaN guard. ``external``: see :func:`rl_loss`."""
   if stage not in ("imitation", "rl"):
     raise ValueError(f"stage must be imitation or rl, got {stage!r}")
 
-  def step(state: TrainState, batch, concept_emb, theta):
+  def step(state: TrainState, batch, concept_emb, theta, external=None):
     x = hygrl_inputs(batch, concept_emb, cfg)
     rng = jax.random.fold_in(state.rng, state.step)
     if stage == "imitation":
       fn = lambda p: imitation_loss(p, policy, x, theta, cfg)
     else:
-      fn = lambda p: rl_loss(p, policy, x, theta, rng, cfg)
+      fn = lambda p: rl_loss(p, policy, x, theta, rng, cfg, external)
     (loss, metrics), grads = jax.value_and_grad(fn, has_aux=True)(
         state.params)
     new_state, guard = apply_guarded(state, optimizer, loss, grads)

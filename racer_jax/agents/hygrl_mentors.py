@@ -1,0 +1,122 @@
+"""LLM roles in HyGRL's RL stage (host side).
+
+* **Preference mentor** for the pairwise margin loss: which of two candidate
+  concepts is the better one to add to the retrieved subgraph in this state.
+* **Sufficiency judge** for the SCST reward: strictly, do the facts inside
+  the retrieved subgraph let one deduce the gold answer (true/false).
+
+For each RL update, :func:`racer_jax.rl.hygrl.make_rl_proposal` shows the
+searches the update will make; :meth:`LLMJudgements.external` asks the
+backend (all calls of the batch concurrently, through the response cache)
+and returns the arrays the jitted update takes in place of the offline
+mentor's preferences and the graph sufficiency reward. A failed call falls
+back to the offline value for that item and is counted. With the LLM
+mentor, only ``pairs_per_question`` pairs per question are asked (the rest
+get no preference, so the margin loss sees only LLM-labelled pairs). The
+offline mentors stay the default (``hygrl.mentor`` / ``hygrl.judge`` =
+``offline``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from racer_jax.agents import llm, templates
+from racer_jax.kg import relations as rel_lib
+
+MENTOR_SYSTEM = (
+    "You guide a search over a commonsense knowledge graph that collects "
+    "evidence to answer a question. Given the concepts collected so far and "
+    "two candidate concepts, say which candidate is more useful to add next "
+    "for answering the question. Reply with JSON: prefer A, B or none.")
+MENTOR_SCHEMA = {"type": "object",
+                 "properties": {"prefer": {"type": "string",
+                                           "enum": ["A", "B", "none"]}},
+                 "required": ["prefer"]}
+JUDGE_SYSTEM = (
+    "You are a strict judge. Given a question, its answer and facts from a "
+    "knowledge graph, say whether the facts alone are enough to deduce that "
+    "answer. Reply with JSON: sufficient true or false.")
+JUDGE_SCHEMA = {"type": "object",
+                "properties": {"sufficient": {"type": "boolean"}},
+                "required": ["sufficient"]}
+_PREF = {"A": 1, "B": -1, "none": 0}
+
+
+def subgraph_facts(kg, batch, row: int, selected, limit: int = 30):
+  """Sentences of the KG triples between selected nodes (each triple once,
+  read forward)."""
+  concept = np.asarray(batch.graphs.nodes["concept"][row])
+  mask = np.asarray(batch.edge_mask[row])
+  s = np.asarray(batch.graphs.senders[row])
+  r = np.asarray(batch.graphs.receivers[row])
+  rel = np.asarray(batch.graphs.edges["relation"][row])
+  sel = np.asarray(selected)
+  facts = []
+  for i in np.flatnonzero(mask & sel[s] & sel[r] &
+                          (rel < rel_lib.NUM_RELATIONS)):
+    facts.append(templates.sentence(templates.Triple(
+        kg.concepts[int(concept[s[i]])], kg.relations[int(rel[i])],
+        kg.concepts[int(concept[r[i]])])))
+    if len(facts) >= limit:
+      break
+  return facts
+
+
+class LLMJudgements:
+  def __init__(self, backend, kg, report: llm.UsageReport, *,
+               mentor: bool = True, judge: bool = True,
+               pairs_per_question: int = 2):
+    self.backend, self.kg, self.report = backend, kg, report
+    self.mentor, self.judge = mentor, judge
+    self.pairs_per_question = pairs_per_question
+
+  def _name(self, batch, row, node) -> str:
+    return templates.concept_text(
+        self.kg.concepts[int(batch.graphs.nodes["concept"][row][node])])
+
+  def external(self, batch, examples, proposal) -> dict:
+    """``proposal``: :func:`make_rl_proposal`'s output on the host;
+    ``examples``: the split's questions (``batch.example_index``)."""
+    p = proposal
+    pref = np.zeros_like(p["first"]) if self.mentor else None
+    rewards = {k: np.asarray(p[f"offline_{k}"], np.float32).copy()
+               for k in ("reward_sample", "reward_greedy")}
+    requests, slots = [], []
+    for b in np.flatnonzero(p["usable"]):
+      ex = examples[int(batch.example_index[b])]
+      gold = ex.choices[ex.answer_index]
+      if self.mentor:
+        asked = np.argwhere(p["asked"][b])[:self.pairs_per_question]
+        for d, k in asked:
+          have = [self._name(batch, b, n)
+                  for n in np.flatnonzero(p["in_sequence"][b, d])]
+          prompt = (f"Question: {ex.stem}\nCollected: {', '.join(have)}\n"
+                    f"A: {self._name(batch, b, p['first'][b, d, k])}\n"
+                    f"B: {self._name(batch, b, p['second'][b, d, k])}")
+          requests.append(llm.Request(MENTOR_SYSTEM, prompt, MENTOR_SCHEMA))
+          slots.append(("pref", b, d, k))
+      if self.judge:
+        for kind in ("sample", "greedy"):
+          facts = subgraph_facts(self.kg, batch, b,
+                                 p[f"selected_{kind}"][b])
+          prompt = (f"Question: {ex.stem}\nAnswer: {gold}\nFacts:\n" +
+                    ("\n".join(f"- {f}" for f in facts) or "(none)"))
+          requests.append(llm.Request(JUDGE_SYSTEM, prompt, JUDGE_SCHEMA))
+          slots.append((f"reward_{kind}", b))
+    replies = self.backend.generate_many(requests) if requests else []
+    for slot, reply in zip(slots, replies):
+      self.report.record(reply)
+      if reply.parsed is None:  # fall back to the offline value
+        self.report.fallbacks += 1
+        if slot[0] == "pref":
+          pref[slot[1:]] = p["offline_pref"][slot[1:]]
+        continue
+      if slot[0] == "pref":
+        pref[slot[1:]] = _PREF[reply.parsed["prefer"]]
+      else:
+        rewards[slot[0]][slot[1]] = float(reply.parsed["sufficient"])
+    out = dict(rewards) if self.judge else {}
+    if self.mentor:
+      out["pref"] = pref.astype(np.int32)
+    return out

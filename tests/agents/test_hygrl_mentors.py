@@ -1,0 +1,115 @@
+"""LLM roles in HyGRL's RL stage: the preference mentor and the strict
+sufficiency judge through the Gemini client against the stub server, and
+the proposal/update contract (the update searches exactly what the
+proposal showed)."""
+
+import json
+
+import chex
+import jax
+import numpy as np
+
+from configs import test as test_config
+from racer_jax.agents import llm
+from racer_jax.agents.hygrl_mentors import LLMJudgements
+from racer_jax.driver import common, train_hygrl
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.rl import hygrl
+from tests.agents.conftest import QUIET
+from tests.agents.stub_gemini import StubGemini
+
+
+def responder(log):
+  def respond(req):
+    system = json.dumps(req.get("systemInstruction", {}))
+    if "strict judge" in system:
+      log.append("judge")
+      return json.dumps({"sufficient": True})
+    log.append("mentor")
+    return json.dumps({"prefer": "B"})
+  return respond
+
+
+def test_proposal_matches_the_update(retrieval_runs, demo_workspace):
+  config, _, _ = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.method = "hygrl"
+  policy, _, state = train_hygrl.create_state(
+      config, demo_workspace.concept_emb.shape[1])
+  cfg = common.hygrl_config(config)
+  batch = demo_workspace.splits["train"].dataset.batch_for_step(0, 0, 4)
+  theta = np.zeros(len(hygrl.METRICS), np.float32)
+  proposal = jax.device_get(hygrl.make_rl_proposal(policy, cfg)(
+      state, batch, demo_workspace.concept_emb, theta))
+  x = hygrl.hygrl_inputs(batch, demo_workspace.concept_emb, cfg)
+  rng = jax.random.fold_in(state.rng, state.step)
+  plain = hygrl.rl_loss(state.params, policy, x, theta, rng, cfg)
+  replayed = hygrl.rl_loss(state.params, policy, x, theta, rng, cfg, {
+      "pref": proposal["offline_pref"],
+      "reward_sample": proposal["offline_reward_sample"],
+      "reward_greedy": proposal["offline_reward_greedy"]})
+  chex.assert_trees_all_close(plain, replayed)
+  assert proposal["asked"].any()
+
+
+def test_llm_mentor_and_judge_in_training(retrieval_runs, demo_workspace,
+                                          tmp_path):
+  config, _, _ = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.method = "hygrl"
+  config.hygrl.mentor = "llm"
+  config.hygrl.judge = "llm"
+  config.hygrl.llm_pairs_per_question = 1
+  config.hygrl.imitation_steps = 1
+  config.hygrl.rl_steps = 2
+  config.train.log_every = 1
+  calls = []
+  with StubGemini(responder(calls)) as stub:
+    config.agents.backend = "gemini"
+    config.agents.base_url = stub.url
+    import os
+    os.environ["GEMINI_API_KEY"] = "sentinel-training-key"
+    try:
+      last = train_hygrl.train(config, None, tmp_path / "run", **QUIET)
+    finally:
+      del os.environ["GEMINI_API_KEY"]
+  assert calls.count("mentor") > 0 and calls.count("judge") > 0
+  # The judge called every retrieved subgraph sufficient: full reward.
+  assert last["reward_sample"] == 1.0 and last["reward_greedy"] == 1.0
+  ckpt = Checkpointer(tmp_path / "run" / "checkpoints")
+  record = ckpt.record(ckpt.all_steps()[-1])
+  ckpt.close()
+  assert record["llm"]["llm_calls"] == len(calls)
+  assert record["llm"]["input_tokens"] > 0
+  for f in (tmp_path / "run").rglob("*"):
+    if f.is_file():
+      assert b"sentinel-training-key" not in f.read_bytes(), f
+
+
+def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
+                                                      demo_workspace):
+  config, _, _ = retrieval_runs
+  config = config.copy_and_resolve_references()
+  policy, _, state = train_hygrl.create_state(
+      config, demo_workspace.concept_emb.shape[1])
+  cfg = common.hygrl_config(config)
+  data = demo_workspace.splits["train"]
+  batch = data.dataset.batch_for_step(0, 0, 4)
+  proposal = jax.device_get(hygrl.make_rl_proposal(policy, cfg)(
+      state, batch, demo_workspace.concept_emb,
+      np.zeros(len(hygrl.METRICS), np.float32)))
+  with StubGemini(lambda req: "{broken") as stub:
+    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    usage = llm.UsageReport()
+    ext = LLMJudgements(backend, demo_workspace.kg, usage,
+                        pairs_per_question=1).external(
+                            batch, data.examples, proposal)
+  asked_once = np.zeros_like(proposal["asked"])
+  for b in np.flatnonzero(proposal["usable"]):
+    for d, k in np.argwhere(proposal["asked"][b])[:1]:
+      asked_once[b, d, k] = True
+  np.testing.assert_array_equal(
+      ext["pref"], np.where(asked_once, proposal["offline_pref"], 0))
+  np.testing.assert_array_equal(ext["reward_sample"],
+                                proposal["offline_reward_sample"])
+  assert usage.fallbacks == usage.calls > 0

@@ -26,6 +26,7 @@ latency percentiles, the calibrated thresholds and the LLM usage report.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -45,17 +46,24 @@ from racer_jax.driver.inputs import load_workspace, make_encoder
 
 
 def run_loop(collab: Collaboration, split_data, batch_size: int, seed: int,
-             progress: bool, desc: str):
+             progress: bool, desc: str, out_file=None):
   """Every question of a split through ``collab``; results in dataset
-  order."""
+  order. With ``out_file`` (a text file), each batch's results are
+  appended as JSON lines and fsynced as soon as they are done, so a crash
+  loses no finished question."""
   results = []
   dataset = split_data.dataset
   for i, batch in enumerate(tqdm.tqdm(
       dataset.ordered_batches(batch_size), desc=desc,
       total=dataset.batches_per_epoch(batch_size), disable=not progress)):
-    results += collab.run_batch(batch, split_data.examples,
-                                jax.random.fold_in(jax.random.PRNGKey(seed),
-                                                   i))
+    done = collab.run_batch(batch, split_data.examples,
+                            jax.random.fold_in(jax.random.PRNGKey(seed), i))
+    if out_file is not None:
+      for r in done:
+        out_file.write(json.dumps(r.to_dict()) + "\n")
+      out_file.flush()
+      os.fsync(out_file.fileno())
+    results += done
   return sorted(results, key=lambda r: r.index)
 
 
@@ -129,11 +137,12 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                          temperature_step=agents.temperature_step,
                          max_sentences=config.answer.max_sentences)
 
-  def run(graph, critic, max_turns, desc):
+  def run(graph, critic, max_turns, desc, out_file=None):
     graph.reset_memory()
     usage = llm.UsageReport()
     results = run_loop(collaboration(graph, critic, usage, max_turns), data,
-                       config.eval.batch_size, config.seed, progress, desc)
+                       config.eval.batch_size, config.seed, progress, desc,
+                       out_file)
     return results, usage
 
   graph = build_graph_agent(agents, refiner_dir, ws, keep, backend,
@@ -149,12 +158,17 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                                          correct[~odd])
   fitted_all = LocalCritic.calibrate(conf, support, correct)
   critic = FoldCritic(even=fitted_on_odd, odd=fitted_on_even)
-  full, usage = run(graph, critic, agents.max_turns, "agents")
   out_dir = workdir / "eval"
   out_dir.mkdir(exist_ok=True)
-  with open(out_dir / f"{split}.agents.jsonl", "w", encoding="utf-8") as f:
-    for r in full:
-      f.write(json.dumps(r.to_dict()) + "\n")
+  # Written batch by batch as questions finish (then rewritten in dataset
+  # order), so a crash loses no finished question.
+  rows_path = out_dir / f"{split}.agents.jsonl"
+  with open(rows_path, "w", encoding="utf-8") as f:
+    full, usage = run(graph, critic, agents.max_turns, "agents", f)
+  tmp = rows_path.with_suffix(".tmp")
+  tmp.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in full),
+                 encoding="utf-8")
+  os.replace(tmp, rows_path)
   figures = {"split": split, "backend": agents.backend,
              "answer_step": local.step, **summarize(full, usage),
              "accuracy_no_critic": accuracy(one_round),

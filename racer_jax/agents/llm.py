@@ -211,22 +211,8 @@ class GeminiBackend:
 
   def generate(self, system: str, user: str,
                schema: dict | None = None) -> LLMReply:
-    key = cache_key(self.name, self.model, system, user, schema)
-    cached = self._cached(key, schema)
-    if cached is not None:
-      return cached
-    start = time.perf_counter()
-    try:
-      response = self._client.models.generate_content(
-          model=self.model, contents=user,
-          config=self._config(system, schema))
-    except Exception as exc:  # noqa: BLE001 - categorized, never raised
-      return LLMReply(text=None, latency_s=time.perf_counter() - start,
-                      backend=self.name, error=self._error_of(exc))
-    reply = self._from_response(response, schema,
-                                time.perf_counter() - start)
-    self._store(key, reply)
-    return reply
+    """One call (through the same async path as :meth:`generate_many`)."""
+    return self.generate_many([Request(system, user, schema)])[0]
 
   async def agenerate(self, system: str, user: str,
                       schema: dict | None = None,

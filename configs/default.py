@@ -125,6 +125,7 @@ def get_config() -> ml_collections.ConfigDict:
   # The AnswerAgent's local model (--config.train.stage=answer): a MiniLM
   # cross-encoder over question + choice + knowledge sentences.
   config.answer = ml_collections.ConfigDict()
+  config.answer.model = "cross_encoder"  # or "frozen_head" (fast option)
   config.answer.knowledge_workdir = ""  # a refiner run ("" = no knowledge)
   config.answer.paths_per_choice = 2    # refined paths per choice shown
   config.answer.max_sentences = 6       # knowledge sentences per choice
@@ -135,6 +136,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.warmup_fraction = 0.1
   config.answer.weight_decay = 0.01
   config.answer.dropout = 0.1
+  config.answer.head_hidden = 256       # frozen_head: MLP width
+  config.answer.head_epochs = 20.0
+  config.answer.head_batch_size = 64
+  config.answer.head_learning_rate = 1e-3
 
   # The agents' collaboration loop and the LLM backends.
   config.agents = ml_collections.ConfigDict()

@@ -63,7 +63,16 @@ class LocalAnswerer:
     self.config = config
     self.tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
                                         max_length=config.answer.max_length)
-    model, _, template = train_answer.create_state(config, self.tokenizer, 1)
+    self.kind = config.answer.get("model", "cross_encoder")
+    if self.kind == "frozen_head":
+      from racer_jax.driver import train_answer_head
+      from racer_jax.text.minilm import MiniLMEncoder
+      self._encoder = MiniLMEncoder(config.text.model_dir or None)
+      model, _, template = train_answer_head.create_state(
+          config, self._encoder.dim, 1)
+    else:
+      model, _, template = train_answer.create_state(config, self.tokenizer,
+                                                     1)
     ckpt = Checkpointer(workdir / "checkpoints")
     restored = ckpt.restore_latest(template, log=log)
     ckpt.close()
@@ -79,6 +88,10 @@ class LocalAnswerer:
   def probs(self, requests: list[AnswerRequest]) -> np.ndarray:
     """float32 [Q, num_choices] choice probabilities."""
     from racer_jax.driver import train_answer
+    if self.kind == "frozen_head":
+      from racer_jax.driver.train_answer_head import head_probs
+      return head_probs(self._model, self._params, self._encoder, requests,
+                        self.num_choices)
     tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
               for r in requests]
     data = train_answer.AnswerData(

@@ -166,6 +166,16 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   common.save_run_config(config, workdir, "answer")
   a, t = config.answer, config.train
   eval_split = config.eval.split
+  if a.get("model", "cross_encoder") == "frozen_head":
+    from racer_jax.driver import train_answer_head
+    knowledge = knowledge_for(config, data_dir, [t.split, eval_split],
+                              progress, log)
+    return train_answer_head.train(config, data_dir, workdir,
+                                   knowledge=knowledge, progress=progress,
+                                   log=log, stop_after=stop_after)
+  if a.get("model", "cross_encoder") != "cross_encoder":
+    raise ValueError(f"answer.model={a.model!r}: expected cross_encoder or "
+                     "frozen_head")
   tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
                                  max_length=a.max_length)
   knowledge = knowledge_for(config, data_dir, [t.split, eval_split],

@@ -95,3 +95,28 @@ def test_answer_stage_on_demo_with_knowledge(answer_run):
   assert 0.0 <= metrics[-1]["eval/accuracy"] <= 1.0
   # Re-running finds the finished checkpoint and does no more updates.
   assert train_answer.train(config, None, workdir, **QUIET) == {}
+
+
+def test_frozen_head_option_learns_and_answers(tokenizer, retrieval_runs,
+                                               tmp_path):
+  from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  config, _, refiner_dir = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.stage = "answer"
+  config.answer.model = "frozen_head"
+  config.answer.knowledge_workdir = str(refiner_dir)
+  config.answer.head_epochs = 30.0
+  config.answer.head_batch_size = 8
+  config.train.log_every = 4
+  workdir = tmp_path / "head"
+  train_answer.train(config, None, workdir, **QUIET)
+  losses = [json.loads(x)["train/loss"] for x in
+            (workdir / "metrics.jsonl").read_text().splitlines()
+            if "train/loss" in x]
+  assert losses[-1] < 0.5 * losses[0], losses  # it fits the training set
+  assert (workdir / "features.train.npz").exists()
+  answerer = LocalAnswerer(workdir)
+  [a] = answerer.answer_many([AnswerRequest(
+      "Where does a bird live?", ["nest", "oven"], ["Bird is found at nest.",
+                                                    ""])])
+  assert a.choice in (0, 1) and abs(sum(a.probs) - 1) < 1e-5

@@ -97,6 +97,7 @@ def test_answer_stage_on_demo_with_knowledge(answer_run):
   assert train_answer.train(config, None, workdir, **QUIET) == {}
 
 
+@pytest.mark.slow  # encodes and trains
 def test_frozen_head_option_learns_and_answers(tokenizer, retrieval_runs,
                                                tmp_path):
   from racer_jax.agents.answer import AnswerRequest, LocalAnswerer

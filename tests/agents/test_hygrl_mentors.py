@@ -8,6 +8,7 @@ import json
 import chex
 import jax
 import numpy as np
+import pytest
 
 from configs import test as test_config
 from racer_jax.agents import llm
@@ -52,6 +53,7 @@ def test_proposal_matches_the_update(retrieval_runs, demo_workspace):
   assert proposal["asked"].any()
 
 
+@pytest.mark.slow  # trains a HyGRL run
 def test_llm_mentor_and_judge_in_training(retrieval_runs, demo_workspace,
                                           tmp_path):
   config, _, _ = retrieval_runs

@@ -236,6 +236,7 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
     build_graph_agent(agents, refiner_dir, demo_workspace, 2, None)
 
 
+@pytest.mark.slow  # trains a HyGRL run
 def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
                                               retrieval_runs,
                                               tmp_path_factory):

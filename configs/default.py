@@ -129,6 +129,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.knowledge_workdir = ""  # a refiner run ("" = no knowledge)
   config.answer.paths_per_choice = 2    # refined paths per choice shown
   config.answer.max_sentences = 6       # knowledge sentences per choice
+  config.answer.reached_only = False    # show only paths that reach it
   config.answer.max_length = 96         # tokens per (question, choice)
   config.answer.batch_size = 16         # questions per update
   config.answer.epochs = 1.0

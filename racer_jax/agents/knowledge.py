@@ -114,8 +114,10 @@ def ensure_knowledge(refiner_workdir, data_dir, splits, *, keep: int,
                         ws.splits[s].examples) for s in splits}
 
 
-def choice_texts(knowledge: Knowledge, max_sentences: int) -> list[list[str]]:
-  """Per question, per choice: the templated knowledge sentences."""
-  return [[templates.knowledge_text([p.triples for p in paths],
-                                    max_sentences) for paths in choices]
-          for choices in knowledge]
+def choice_texts(knowledge: Knowledge, max_sentences: int,
+                 reached_only: bool = False) -> list[list[str]]:
+  """Per question, per choice: the templated knowledge sentences (with
+  ``reached_only``, only of paths that reached their choice)."""
+  return [[templates.knowledge_text(
+      [p.triples for p in paths if p.reached or not reached_only],
+      max_sentences) for paths in choices] for choices in knowledge]

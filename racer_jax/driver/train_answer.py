@@ -82,7 +82,8 @@ def knowledge_for(config, data_dir, splits, progress, log):
       a.knowledge_workdir, data_dir, splits, keep=a.paths_per_choice,
       batch_size=config.eval.batch_size, seed=config.seed,
       progress=progress, log=log)
-  return {s: knowledge_lib.choice_texts(k, a.max_sentences)
+  return {s: knowledge_lib.choice_texts(k, a.max_sentences,
+                                        a.get("reached_only", False))
           for s, k in paths.items()}
 
 

@@ -64,3 +64,16 @@ def test_llm_rewrite_and_its_fallback():
     backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
     assert templates.rewrite(backend, sentences) == sentences
   assert templates.rewrite(None, []) == []
+
+
+def test_knowledge_texts_can_keep_only_paths_that_reach_the_choice():
+  from racer_jax.agents.graph_agent import RetrievedPath
+  from racer_jax.agents.knowledge import choice_texts
+  reached = RetrievedPath([Triple("ice", "atlocation", "freezer")], 1.0,
+                          True, True)
+  wandered = RetrievedPath([Triple("ice", "isa", "water")], 2.0, False, True)
+  knowledge = [[[wandered, reached], []]]
+  assert choice_texts(knowledge, 6) == [[
+      "Ice is a kind of water. Ice is found at freezer.", ""]]
+  assert choice_texts(knowledge, 6, reached_only=True) == [[
+      "Ice is found at freezer.", ""]]

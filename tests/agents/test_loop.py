@@ -186,6 +186,7 @@ def test_gemini_loop_with_faults_falls_back_cleanly(parts):
     assert usage2.errors["malformed_json"] == 2 * len(results)
 
 
+@pytest.mark.slow  # a scripted exploration of every question
 def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
                                             retrieval_runs):
   """agents.graph=explorer: the LLM explores with the graph functions and

@@ -107,11 +107,14 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
     new_state, guard = train_lib.apply_guarded(state, optimizer, loss, grads)
     return new_state, dict(metrics, **guard)
 
+  orders = {}
+
   def one_update(state, step):
     epoch, i = divmod(step, per_epoch)
-    order = np.asarray(jax.random.permutation(
-        jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
-    rows = order[i * bs:(i + 1) * bs]
+    if epoch not in orders:  # one permutation per epoch, not per update
+      orders[epoch] = np.asarray(jax.random.permutation(
+          jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
+    rows = orders[epoch][i * bs:(i + 1) * bs]
     g = gold[t.split][rows]
     return step_fn(state, (q[rows], cc[rows], k[rows]), mask[rows], g)
 

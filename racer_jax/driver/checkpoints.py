@@ -2,12 +2,16 @@
 
 Restoring uses abstract targets built from a freshly initialized state, so
 optax states come back with their own types. If the newest checkpoint cannot
-be read (a crash mid-write, a corrupt file) the previous one is used and the
-fallback is reported.
+be read (a crash mid-write, a corrupt file) the previous one is used, the
+fallback is reported, and the unreadable step is moved aside to
+``<directory>.corrupt/<step>`` (kept for inspection, and out of the way so
+the resumed run can write that step again).
 """
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,11 +67,24 @@ class Checkpointer:
       try:
         state, record = self.restore(candidate, template)
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint
+        aside = self._move_aside(candidate)
         log(f"checkpoint {candidate} in {self.directory} is unreadable "
-            f"({type(e).__name__}: {e}); falling back to an older one")
+            f"({type(e).__name__}: {str(e)[:200]}); moved to {aside}; "
+            "falling back to an older one")
         continue
       return state, record, candidate
     return None
+
+  def _move_aside(self, step: int) -> Path:
+    """Moves an unreadable step out of the manager's directory."""
+    src = self.directory / str(step)
+    dst = self.directory.with_name(self.directory.name + ".corrupt") / (
+        f"{step}-{time.strftime('%Y%m%d-%H%M%S')}")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.exists():
+      shutil.move(str(src), str(dst))
+    self.manager.reload()
+    return dst
 
   def close(self) -> None:
     self.manager.close()

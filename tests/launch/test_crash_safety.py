@@ -1,0 +1,115 @@
+"""Crash safety of training runs: a corrupt newest checkpoint falls back to
+the previous one (and says so); a run killed with SIGKILL mid-interval
+resumes from its last complete checkpoint and ends with exactly the
+parameters of an uninterrupted run."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import chex
+import pytest
+
+from configs import test as test_config
+from racer_jax.driver import common, train_walker
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.inputs import load_workspace
+from racer_jax.rl import train as train_lib
+from tests.conftest import REPO
+
+QUIET = dict(progress=False, log=lambda _: None)
+
+
+def _template(config):
+  ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
+  policy = common.make_policy(config)
+  optimizer = train_lib.make_optimizer(config.train.learning_rate,
+                                       config.train.grad_clip)
+  return train_lib.create_train_state(
+      policy, optimizer, config.seed, ws.concept_emb.shape[1],
+      memory_edges=ws.kg.num_edges if common.memory_on(config) else 0)
+
+
+def _final(workdir, template, want_step):
+  ckpt = Checkpointer(workdir / "checkpoints")
+  state, _, step = ckpt.restore_latest(template, log=lambda _: None)
+  ckpt.close()
+  assert step == want_step
+  return state
+
+
+def _corrupt(step_dir):
+  """Truncates every array file of a checkpoint to half its size."""
+  hit = 0
+  for root, _, files in os.walk(step_dir / "state"):
+    for name in files:
+      path = os.path.join(root, name)
+      size = os.path.getsize(path)
+      if size > 16 and "commit_success" not in name:
+        with open(path, "r+b") as f:
+          f.truncate(size // 2)
+        hit += 1
+  assert hit, step_dir
+
+
+def test_corrupt_newest_checkpoint_falls_back_and_resumes_exactly(tmp_path):
+  config = test_config.get_config()
+  config.prep_dir = str(tmp_path / "prep")
+  train_walker.train(config, None, tmp_path / "straight", **QUIET)
+  train_walker.train(config, None, tmp_path / "broken", stop_after=20,
+                     **QUIET)  # checkpoints 10 and 20
+  _corrupt(tmp_path / "broken" / "checkpoints" / "20")
+  messages = []
+  train_walker.train(config, None, tmp_path / "broken", progress=False,
+                     log=messages.append)
+  said = " ".join(messages)
+  assert "checkpoint 20" in said and "unreadable" in said, said
+  assert "resuming from step 10" in said, said
+  template = _template(config)
+  chex.assert_trees_all_equal(
+      _final(tmp_path / "straight", template, config.train.num_steps),
+      _final(tmp_path / "broken", template, config.train.num_steps))
+
+
+@pytest.mark.slow  # ~1 min: two 3000-update runs in subprocesses
+def test_sigkill_mid_interval_then_resume_equals_uninterrupted(tmp_path):
+  flags_ = ["--config=" + str(REPO / "configs/test.py"),
+            "--config.train.num_steps=3000",
+            "--config.train.checkpoint_every=500",
+            "--config.train.log_every=100",
+            f"--config.prep_dir={tmp_path / 'prep'}", "--progress=false"]
+  env = {k: v for k, v in os.environ.items() if k != "RACER_DATA_DIR"}
+  train = [sys.executable, str(REPO / "launch/train.py")] + flags_
+
+  def run(workdir, **kw):
+    return subprocess.Popen(train + [f"--workdir={workdir}"], cwd=tmp_path,
+                            env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+  assert run(tmp_path / "straight").wait(timeout=600) == 0
+  victim = run(tmp_path / "killed")
+  first = tmp_path / "killed" / "checkpoints" / "500" / "commit_success.txt"
+  deadline = time.time() + 600
+  while not first.exists():
+    assert victim.poll() is None, victim.stderr.read()
+    assert time.time() < deadline
+    time.sleep(0.01)
+  time.sleep(random.Random(0).uniform(0.05, 0.3))  # into the next interval
+  assert victim.poll() is None, "finished before it could be killed"
+  victim.send_signal(signal.SIGKILL)
+  assert victim.wait(timeout=60) == -signal.SIGKILL
+  ckpt = Checkpointer(tmp_path / "killed" / "checkpoints")
+  done = ckpt.all_steps()
+  ckpt.close()
+  assert 3000 not in done and 500 in done, done
+  resumed = run(tmp_path / "killed")
+  _, err = resumed.communicate(timeout=600)
+  assert resumed.returncode == 0, err[-2000:]
+  config = test_config.get_config()
+  config.prep_dir = str(tmp_path / "prep")
+  template = _template(config)
+  chex.assert_trees_all_equal(_final(tmp_path / "straight", template, 3000),
+                              _final(tmp_path / "killed", template, 3000))

@@ -15,6 +15,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from racer_jax.data import curriculum
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.common import (make_policy, memory_on, p_teacher_at,
                                      restore_walker, start_run,
@@ -40,6 +41,32 @@ def load_memory(workdir, num_edges: int, embed_dim: int, log=print):
   log(f"shared memory from {workdir} step {step}: "
       f"{int((state.memory.success > 0).sum()):,} edges with successes")
   return state.memory
+
+
+def make_sampler(config, split_data, log=print):
+  """The training batch source: the dataset itself (uniform epochs) or,
+  with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler."""
+  cur = config.get("curriculum", {})
+  if not cur.get("enabled", False):
+    return split_data.dataset
+  sampler = curriculum.CurriculumSampler(
+      split_data.dataset, split_data.subgraphs,
+      [e.answer_index for e in split_data.examples],
+      curriculum.Schedule(start=cur.start, ramp_fraction=cur.ramp_fraction,
+                          temperature=cur.temperature),
+      weights=tuple(cur.weights), num_steps=config.train.num_steps)
+  f = sampler.features
+  log(f"curriculum: {len(f)} questions, gold hops mean {f[:, 0].mean():.2f}, "
+      f"seed degree mean {f[:, 1].mean():.1f}, seeds mean {f[:, 2].mean():.1f};"
+      f" competence {cur.start} -> 1 by step "
+      f"{int(cur.ramp_fraction * config.train.num_steps)}")
+  return sampler
+
+
+def batch_index(batch) -> np.ndarray:
+  """Dataset indices of a batch's real questions."""
+  index = np.asarray(batch.example_index)
+  return index[np.asarray(batch.example_mask)]
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -85,12 +112,19 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   evaluate_fn = train_lib.make_eval_step(policy, walker_train_config(config))
   writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
   bs = config.batch.batch_size
+  sampler = make_sampler(config, ws.splits[t.split], log)
 
   def one_update(state, step):
-    batch = parallel.shard_batch(mesh, dataset.batch_for_step(
-        step, config.seed, bs))
-    return update(state, batch, concept_emb, relation_emb,
-                  np.float32(p_teacher_at(config, step)), theta_dev)
+    host = sampler.batch_for_step(step, config.seed, bs)
+    batch = parallel.shard_batch(mesh, host)
+    state, metrics = update(state, batch, concept_emb, relation_emb,
+                            np.float32(p_teacher_at(config, step)), theta_dev)
+    if sampler is not dataset:
+      metrics = dict(metrics, curriculum_competence=np.float32(
+          sampler.schedule.competence(step, t.num_steps)),
+                     curriculum_difficulty=np.float32(
+                         sampler.difficulty[batch_index(host)].mean()))
+    return state, metrics
 
   def evaluate(state, step):
     del step

@@ -1,0 +1,141 @@
+"""GraphDancer's easy-to-hard curriculum: a biased sampler over the
+structural difficulty of each training question.
+
+Difficulty of a question (host side, once per split) combines
+
+- ``hops``: the shortest hop distance in its subgraph from a question
+  concept to a gold-choice concept (unreachable counts as the longest);
+- ``degree``: the mean out-degree of its question concepts (more branches
+  to choose from);
+- ``seeds``: its number of question concepts (more starts to walk from);
+
+each turned into a percentile rank in [0, 1] over the split, then mixed
+with ``curriculum.weights`` and ranked again, so ``difficulty`` is a
+percentile: 0 the easiest question, 1 the hardest.
+
+At update ``s`` the *competence* ``c(s) = min(1, c0 + (1 - c0) · s /
+(ramp · num_steps))`` (linear pacing; Platanios et al., 2019) sets the
+sampling weight of a question to ``exp(-max(0, d - c) / τ)``: everything
+at most as hard as ``c`` is equally likely, harder questions fade in as
+``c`` grows, and after the ramp the sampler is uniform. A batch draws a
+shape bucket in proportion to its members' total weight, then
+``batch_size`` questions of that bucket without replacement, from
+``numpy.random.default_rng([seed, step])`` — so the batch of a step is a
+function of ``(seed, step)`` and a resumed run is exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from racer_jax.kg.subgraph import Subgraph
+
+
+def gold_distance(sg: Subgraph, gold: int) -> int:
+  """Hops from the question concepts to the gold choice's concepts along
+  the subgraph's edges (``n`` when unreachable or without a gold label)."""
+  n = sg.num_nodes
+  if gold is None or gold < 0 or gold >= sg.choice_mask.shape[1]:
+    return n
+  targets = sg.choice_mask[:, gold]
+  frontier = sg.is_question.copy()
+  seen = frontier.copy()
+  for d in range(n):
+    if np.any(frontier & targets):
+      return d
+    nxt = np.zeros(n, bool)
+    nxt[sg.receivers[frontier[sg.senders]]] = True
+    frontier = nxt & ~seen
+    if not frontier.any():
+      return n
+    seen |= frontier
+  return n
+
+
+def structural_features(subgraphs, gold) -> np.ndarray:
+  """float64 [Q, 3]: gold hop distance, mean out-degree of the question
+  concepts, number of question concepts."""
+  out = np.zeros((len(subgraphs), 3))
+  for i, (sg, g) in enumerate(zip(subgraphs, gold)):
+    degree = np.bincount(sg.senders, minlength=sg.num_nodes)
+    q = sg.is_question
+    out[i] = (gold_distance(sg, -1 if g is None else int(g)),
+              degree[q].mean() if q.any() else 0.0, q.sum())
+  return out
+
+
+def percentile_rank(x: np.ndarray) -> np.ndarray:
+  """Average rank of each value scaled to [0, 1] (ties share a rank)."""
+  x = np.asarray(x, np.float64)
+  if x.size <= 1:
+    return np.zeros_like(x)
+  order = np.argsort(x, kind="stable")
+  ranks = np.empty(x.size)
+  ranks[order] = np.arange(x.size)
+  # ties: the mean rank of their group
+  _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+  sums = np.bincount(inverse, weights=ranks)
+  return (sums / counts)[inverse] / (x.size - 1)
+
+
+def difficulty(features: np.ndarray, weights) -> np.ndarray:
+  """float64 [Q] in [0, 1]: the weighted mix of per-feature percentiles,
+  itself as a percentile."""
+  w = np.asarray(weights, np.float64)
+  if w.shape != (features.shape[1],) or np.any(w < 0) or w.sum() == 0:
+    raise ValueError(f"curriculum.weights must be {features.shape[1]} "
+                     f"non-negative numbers, not all 0; got {weights}")
+  mixed = sum(wi * percentile_rank(features[:, j]) for j, wi in enumerate(w))
+  return percentile_rank(mixed / w.sum())
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  start: float = 0.2          # c0: competence at step 0
+  ramp_fraction: float = 0.5  # competence reaches 1 at this share of steps
+  temperature: float = 0.1    # τ: how fast harder questions fade in
+
+  def competence(self, step: int, num_steps: int) -> float:
+    ramp = max(self.ramp_fraction * num_steps, 1.0)
+    return float(min(1.0, self.start + (1 - self.start) * step / ramp))
+
+  def weights(self, difficulty: np.ndarray, step: int, num_steps: int
+              ) -> np.ndarray:
+    c = self.competence(step, num_steps)
+    return np.exp(-np.maximum(0.0, difficulty - c) /
+                  max(self.temperature, 1e-6))
+
+
+class CurriculumSampler:
+  """``batch_for_step`` of a :class:`BucketedDataset` with easy-to-hard
+  bias (see the module docstring)."""
+
+  def __init__(self, dataset, subgraphs, gold, schedule: Schedule,
+               weights=(1.0, 0.5, 0.25), num_steps: int = 1):
+    self.dataset, self.schedule, self.num_steps = dataset, schedule, num_steps
+    self.features = structural_features(subgraphs, gold)
+    self.difficulty = difficulty(self.features, weights)
+
+  def positions_for_step(self, step: int, seed: int, batch_size: int
+                         ) -> tuple[int, np.ndarray]:
+    """``(bucket, positions within the bucket)`` of step ``step``."""
+    w = self.schedule.weights(self.difficulty, step, self.num_steps)
+    rng = np.random.default_rng([seed, step, 0xC0])
+    buckets = list(self.dataset.members)
+    mass = np.array([w[self.dataset.members[b]].sum() for b in buckets])
+    b = buckets[rng.choice(len(buckets), p=mass / mass.sum())]
+    pw = w[self.dataset.members[b]]
+    k = min(batch_size, int(np.count_nonzero(pw)))
+    positions = rng.choice(len(pw), size=k, replace=False, p=pw / pw.sum())
+    return b, np.sort(positions)
+
+  def batch_for_step(self, step: int, seed: int, batch_size: int):
+    bucket, positions = self.positions_for_step(step, seed, batch_size)
+    return self.dataset.batch(bucket, positions, batch_size)
+
+  def mean_difficulty(self, step: int) -> float:
+    """Expected difficulty of a sampled question at ``step`` (for logs)."""
+    w = self.schedule.weights(self.difficulty, step, self.num_steps)
+    return float(np.sum(w * self.difficulty) / np.sum(w))

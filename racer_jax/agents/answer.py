@@ -31,6 +31,7 @@ class Answer:
   prompt: str
   raw: str
   backend: str
+  llm: dict | None = None   # the LLM call's usage (None: no call made)
 
 
 @dataclasses.dataclass
@@ -165,10 +166,10 @@ class LLMAnswerer:
       probs = [conf if j == choice else (1 - conf) / max(
           len(req.choices) - 1, 1) for j in range(len(req.choices))]
       out.append(Answer(choice, conf, probs, parsed["rationale"], prompt,
-                        reply.text, self.name))
+                        reply.text, self.name, reply.usage()))
     if retry:
       self.report.fallbacks += len(retry)
       for i, a in zip(retry, self.fallback.answer_many(
           [requests[i] for i in retry])):
-        out[i] = a
+        out[i] = dataclasses.replace(a, llm=replies[i].usage())
     return out

@@ -29,6 +29,7 @@ class Verdict:
   reason: str
   backend: str
   raw: str = ""
+  llm: dict | None = None   # the LLM call's usage (None: no call made)
 
   @property
   def accepted(self) -> bool:
@@ -121,8 +122,9 @@ class LLMCritic:
       if reply.ok and reply.parsed is not None:
         d = reply.parsed
         out.append(Verdict(d["verdict"], float(d["confidence"]),
-                           d["reason"], self.name, reply.text))
+                           d["reason"], self.name, reply.text, reply.usage()))
       else:
         self.report.fallbacks += 1
-        out.append(self.fallback.judge(p))
+        out.append(dataclasses.replace(self.fallback.judge(p),
+                                       llm=reply.usage()))
     return out

@@ -88,10 +88,16 @@ class GraphAgent:
 
   def __init__(self, refiner_workdir, ws, *, paths_per_choice: int = 2,
                use_memory: bool | None = None, rank_by: str = "refiner",
+               rollout_overrides: dict | None = None,
+               refiner_overrides: dict | None = None,
                log: Callable[[str], None] = print):
     """``rank_by``: ``refiner`` (its scores) or ``logprob`` (the walker's
     path log-probability: the no-refiner ablation); ``use_memory``: None
-    follows the walker run."""
+    follows the walker run. ``rollout_overrides`` replace fields of the
+    walker's :class:`RolloutConfig` (``{"prune": False}``: the pruning
+    ablation at inference) and ``refiner_overrides`` fields of the
+    :class:`RefinerConfig` (``{"paths_per_choice": 1, "sample_hops": 0}``:
+    one greedy path per choice, the single-path ablation)."""
     if rank_by not in ("refiner", "logprob"):
       raise ValueError(f"rank_by={rank_by!r}: expected refiner or logprob")
     self.rank_by = rank_by
@@ -113,7 +119,13 @@ class GraphAgent:
     self._params = restored[0].params
     self._walker_params = wstate.params
     self._walker_cfg = common.walker_train_config(wconfig)
+    if rollout_overrides:
+      self._walker_cfg = dataclasses.replace(
+          self._walker_cfg, rollout=dataclasses.replace(
+              self._walker_cfg.rollout, **rollout_overrides))
     self._cfg = refiner_config(rconfig)
+    if refiner_overrides:
+      self._cfg = dataclasses.replace(self._cfg, **refiner_overrides)
     self._make = lambda cfg: training.make_retriever(refiner, walker,
                                                      self._walker_cfg, cfg)
     self._retrievers = {}

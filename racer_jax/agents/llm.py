@@ -54,6 +54,14 @@ class LLMReply:
   def ok(self) -> bool:
     return self.error is None
 
+  def usage(self) -> dict:
+    """This call's share of the usage report (per-question accounting);
+    a cache hit cost no new tokens."""
+    return {"calls": 1, "cache_hit": self.cache_hit,
+            "input_tokens": 0 if self.cache_hit else self.input_tokens,
+            "output_tokens": 0 if self.cache_hit else self.output_tokens,
+            "error": self.error}
+
 
 @dataclasses.dataclass(frozen=True)
 class Request:

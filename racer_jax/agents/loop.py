@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable
 
 import jax
 import numpy as np
@@ -51,6 +52,9 @@ class QuestionResult:
   deciding_turn: int
   rounds: list[Round]
   seconds: float = 0.0
+  # per choice, the concept names it was grounded to (set by evaluations,
+  # for answer-concept recall and evidence hit)
+  choice_concepts: list[list[str]] | None = None
 
   @property
   def correct(self) -> bool | None:
@@ -65,6 +69,44 @@ class QuestionResult:
     return [(t, p.verified) for r in self.rounds for ps in r.paths
             for p in ps for t in p.triples]
 
+  def llm_usage(self) -> dict:
+    """LLM calls and new tokens this question cost (all rounds)."""
+    calls = tokens_in = tokens_out = 0
+    for r in self.rounds:
+      for u in (r.answer.llm, r.verdict.llm):
+        if u:
+          calls += 1
+          tokens_in += u["input_tokens"]
+          tokens_out += u["output_tokens"]
+    return {"llm_calls": calls, "input_tokens": tokens_in,
+            "output_tokens": tokens_out, "tokens": tokens_in + tokens_out}
+
+  def explain(self) -> str:
+    """The answer, the critic's verdict per round and the reasoning paths
+    of the answer, as text (what ``launch/answer.py`` prints)."""
+    status = "accepted" if self.accepted else "no consensus, fallback"
+    out = [f"Q: {self.question}"]
+    out += [f" {'*' if i == self.prediction else ' '} {i}. {c}"
+            for i, c in enumerate(self.choices)]
+    out.append(f"answer: {self.choices[self.prediction]} (confidence "
+               f"{self.confidence:.2f}; {status} in round "
+               f"{self.deciding_turn + 1})")
+    for r in self.rounds:
+      out.append(f"round {r.turn + 1} (temperature {r.temperature:.2f}): "
+                 f"{self.choices[r.answer.choice]} "
+                 f"p={r.answer.confidence:.2f} -> critic "
+                 f"{r.verdict.verdict} ({r.verdict.reason})")
+    out.append("reasoning paths for the answer:")
+    if not self.evidence:
+      out.append("  (none found: the answer rests on the question text "
+                 "alone)")
+    for p in self.evidence:
+      out.append(f"  {templates.chain(p.triples)}")
+      out.append(f"    {templates.path_sentences(p.triples)}")
+    out.append("rationale: "
+               f"{self.rounds[self.deciding_turn].answer.rationale}")
+    return "\n".join(out)
+
   def to_dict(self) -> dict:
     rounds = []
     for r in self.rounds:
@@ -77,6 +119,7 @@ class QuestionResult:
           "critic_confidence": r.verdict.confidence,
           "critic_reason": r.verdict.reason,
           "critic_backend": r.verdict.backend, "support": r.support,
+          "answer_llm": r.answer.llm, "critic_llm": r.verdict.llm,
           "knowledge": r.knowledge,
           "paths": [[p.to_dict() for p in ps] for ps in r.paths]})
     return {"index": self.index, "id": self.id, "question": self.question,
@@ -88,7 +131,8 @@ class QuestionResult:
                          for p in self.evidence],
             "evidence_chains": [templates.chain(p.triples)
                                 for p in self.evidence],
-            "seconds": self.seconds, "rounds": rounds}
+            "seconds": self.seconds, **self.llm_usage(),
+            "choice_concepts": self.choice_concepts, "rounds": rounds}
 
 
 def support_of(paths: list[RetrievedPath]) -> float:
@@ -105,6 +149,9 @@ class Collaboration:
   temperature_step: float = 0.5
   max_sentences: int = 6
   learn_from_gold: bool = True
+  # dataset index -> per choice, extra knowledge shown before the paths
+  # (the open book's facts); None: paths only
+  extra_knowledge: Callable[[int], list[str]] | None = None
 
   def run_batch(self, batch, examples, rng) -> list[QuestionResult]:
     """All real questions of ``batch``; ``examples[i]`` is the dataset's
@@ -126,6 +173,10 @@ class Collaboration:
         paths = per_row[b][:len(ex.choices)]
         texts = [templates.knowledge_text([p.triples for p in ps],
                                           self.max_sentences) for ps in paths]
+        if self.extra_knowledge is not None:
+          extra = self.extra_knowledge(index[b])
+          texts = [" ".join(t for t in (e, k) if t)
+                   for e, k in zip(extra, texts)]
         requests.append(AnswerRequest(ex.stem, list(ex.choices), texts))
         shown.append(paths)
       answers = self.answerer.answer_many(requests)

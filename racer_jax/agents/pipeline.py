@@ -4,7 +4,7 @@
 run, that run's walker and graph store), grounds a new question and its
 choices, extracts the subgraph, and runs the collaboration loop on it.
 The critic uses the thresholds calibrated by the last agents evaluation of
-the run (``<workdir>/eval/*.agents.json``), else a plain 0.5 rule.
+the run (``<workdir>/eval/<name>/metrics.json``), else a plain 0.5 rule.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from racer_jax.kg import grounding, subgraph
 def calibrated_critic(workdir: Path) -> tuple[LocalCritic, str]:
   """The thresholds fitted on all questions of the newest agents
   evaluation of ``workdir``, and where they came from."""
-  files = sorted((workdir / "eval").glob("*.agents.json"),
+  files = sorted((workdir / "eval").glob("*/metrics.json"),
                  key=lambda p: p.stat().st_mtime)
   for path in reversed(files):
     fitted = json.loads(path.read_text()).get("critic_thresholds", {})
@@ -109,6 +109,11 @@ class Pipeline:
     if backend is not None:
       answerer = LLMAnswerer(backend, local, self.usage)
       critic = LLMCritic(backend, critic, self.usage)
+    self._book = None
+    if config.get("use_openbook", False):
+      from racer_jax.agents import openbook
+      self._book = openbook.make_openbook(config, data_dir, ws,
+                                          self._encoder)
     self.collab = Collaboration(self.graph, answerer, critic,
                                 max_turns=agents.max_turns,
                                 temperature_step=agents.temperature_step,
@@ -131,5 +136,9 @@ class Pipeline:
         max_degree=self.rconfig.subgraph.max_degree)
     batch = next(dataset.ordered_batches(1))
     example = qa.QAExample("question", question, tuple(choices), None)
+    if self._book is not None:
+      facts = self._book.split_texts(
+          [example], [sg], self.config.openbook.facts_per_choice)
+      self.collab.extra_knowledge = facts.__getitem__
     return self.collab.run_batch(batch, [example],
                                  jax.random.PRNGKey(seed))[0]

@@ -19,9 +19,11 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
+from racer_jax.agents import openbook
 from racer_jax.data import datasets, qa
 from racer_jax.driver import common
 from racer_jax.driver.checkpoints import Checkpointer
@@ -72,19 +74,51 @@ def load_answer_data(config, data_dir, split: str, tokenizer,
 
 
 def knowledge_for(config, data_dir, splits, progress, log):
-  """``{split: [Q][C] knowledge sentences}`` or ``None`` without a
-  knowledge run."""
+  """``{split: [Q][C] knowledge text}``: the refined paths' sentences
+  (``answer.knowledge_workdir``) after the open book's facts
+  (``use_openbook``); ``None`` with neither."""
   a = config.answer
-  if not a.knowledge_workdir:
-    return None
-  from racer_jax.agents import knowledge as knowledge_lib
-  paths = knowledge_lib.ensure_knowledge(
-      a.knowledge_workdir, data_dir, splits, keep=a.paths_per_choice,
-      batch_size=config.eval.batch_size, seed=config.seed,
+  texts = None
+  if a.knowledge_workdir:
+    from racer_jax.agents import knowledge as knowledge_lib
+    paths = knowledge_lib.ensure_knowledge(
+        a.knowledge_workdir, data_dir, splits, keep=a.paths_per_choice,
+        batch_size=config.eval.batch_size, seed=config.seed,
+        progress=progress, log=log)
+    texts = {s: knowledge_lib.choice_texts(k, a.max_sentences,
+                                           a.get("reached_only", False))
+             for s, k in paths.items()}
+  if config.get("use_openbook", False):
+    facts = openbook_texts(config, data_dir, splits, progress, log)
+    texts = {s: openbook.join_knowledge(facts[s], texts and texts[s])
+             for s in splits}
+  return texts
+
+
+def openbook_texts(config, data_dir, splits, progress, log):
+  """``{split: [Q][C] open-book facts}`` over the retrieval run's store
+  (or this run's own prepared data without one)."""
+  from racer_jax.driver import common
+  from racer_jax.driver.inputs import load_workspace, make_encoder
+  source = config
+  if not (config.answer.knowledge_workdir or config.prep_dir):
+    raise ValueError("use_openbook without answer.knowledge_workdir needs "
+                     "--config.prep_dir (the prepared store to ground in)")
+  if config.answer.knowledge_workdir:
+    source = ml_collections.ConfigDict(json.loads(
+        (Path(config.answer.knowledge_workdir) / "config.json").read_text()))
+  ws = load_workspace(source, data_dir, common.prep_dir_of(
+      source, config.answer.knowledge_workdir), list(splits),
       progress=progress, log=log)
-  return {s: knowledge_lib.choice_texts(k, a.max_sentences,
-                                        a.get("reached_only", False))
-          for s, k in paths.items()}
+  book = openbook.make_openbook(config, data_dir, ws, make_encoder(source))
+  k = config.openbook.facts_per_choice
+  out = {s: book.split_texts(ws.splits[s].examples, ws.splits[s].subgraphs,
+                             k) for s in splits}
+  shown = sum(bool(t) for rows in out.values() for r in rows for t in r)
+  total = sum(len(r) for rows in out.values() for r in rows)
+  log(f"open book: {len(book.facts)} facts; {shown}/{total} choices got "
+      f"at least one")
+  return out
 
 
 def create_state(config, tokenizer, num_steps: int):

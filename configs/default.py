@@ -182,7 +182,25 @@ def get_config() -> ml_collections.ConfigDict:
   config.hygrl.rl_steps = 700
   config.hygrl.learning_rate = 1e-3
 
+  # OpenBookQA's open book as extra knowledge for the answerer
+  # (racer_jax/agents/openbook.py), in answer training and evaluation.
+  config.use_openbook = False
+  config.openbook = ml_collections.ConfigDict()
+  config.openbook.file = ""              # default: obqa/Main/openbook.txt
+  config.openbook.facts_per_choice = 2
+
+  # GraphDancer's easy-to-hard curriculum over structural difficulty
+  # (racer_jax/data/curriculum.py); off = uniform epochs.
+  config.curriculum = ml_collections.ConfigDict()
+  config.curriculum.enabled = False
+  config.curriculum.weights = (1.0, 0.5, 0.25)  # gold hops, degree, seeds
+  config.curriculum.start = 0.2          # competence at step 0
+  config.curriculum.ramp_fraction = 0.5  # uniform after this share of steps
+  config.curriculum.temperature = 0.1
+
   config.eval = ml_collections.ConfigDict()
   config.eval.split = "dev"
   config.eval.batch_size = 32
+  # Answer evaluations: sampling seeds (headline numbers are mean ± std).
+  config.eval.seeds = 3
   return config

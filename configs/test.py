@@ -21,4 +21,8 @@ def get_config():
   config.hygrl.max_nodes = 6
   config.hygrl.imitation_steps = 6
   config.hygrl.rl_steps = 8
+  # The demo's main-job settings are opted into per test.
+  config.memory.enabled = False
+  config.answer.model = "cross_encoder"
+  config.eval.seeds = 1
   return config

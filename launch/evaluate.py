@@ -21,6 +21,7 @@ an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
 import json
 import os
 import sys
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,16 +63,54 @@ _API_KEY = flags.DEFINE_string(
     "api_key", None, "Gemini API key (default: $GEMINI_API_KEY or "
     "$GOOGLE_API_KEY). Never printed or written.")
 _ABLATIONS = flags.DEFINE_bool(
-    "ablations", True, "Answer runs: also run the loop without the refiner "
-    "and without the shared memory.")
+    "ablations", False, "Answer runs: also run the ablation table (every "
+    "ablation of --ablation_names).")
+_ABLATION_NAMES = flags.DEFINE_list(
+    "ablation_names", list(agents_eval.ABLATIONS), "Answer runs: the "
+    "ablations run with --ablations.")
+_ABLATION_WORKDIRS = flags.DEFINE_list(
+    "ablation_workdirs", [], "Answer runs: NAME=DIR pairs for ablations "
+    "that need their own run: no_teacher=<refiner run over a walker "
+    "trained with p_teacher=0>, hygrl=<HyGRL run>.")
+_SEEDS = flags.DEFINE_integer(
+    "seeds", None, "Answer runs: evaluation seeds (default eval.seeds); "
+    "headline numbers are mean ± std over them.")
+_RESUME = flags.DEFINE_bool(
+    "resume", False, "Answer runs: continue a stopped evaluation in the "
+    "same run folder without redoing finished questions.")
+_EVAL_FILE = flags.DEFINE_string(
+    "eval_file", None, "Answer runs: evaluate on this jsonl (the "
+    "CommonsenseQA/OpenBookQA format) instead of a split.")
+_COMPARE = flags.DEFINE_list(
+    "compare", [], "LABEL=DIR walker runs trained with train.eval_every "
+    "(repeat a label for seeds): compare learning speed (updates to reach "
+    "--target of eval/--compare_key, final value) instead of evaluating; "
+    "the table and curves go to --workdir.")
+_COMPARE_KEY = flags.DEFINE_string("compare_key", "path_hit_rate",
+                                   "The curve --compare reads.")
+_TARGET = flags.DEFINE_float("target", None, "--compare: the value to "
+                             "reach (default 95% of the lowest final).")
 _WALKER = flags.DEFINE_string(
     "walker_workdir", None, "HyGRL runs: a walker run whose evaluation on "
     "the same split joins the retrieval table.")
 
 
+def compare_main():
+  from racer_jax.eval import learning_curves
+  runs = [tuple(p.split("=", 1)) for p in _COMPARE.value]
+  if any(len(r) != 2 for r in runs):
+    raise app.UsageError("--compare takes LABEL=DIR pairs")
+  result = learning_curves.write_comparison(
+      runs, _WORKDIR.value, key=_COMPARE_KEY.value, target=_TARGET.value)
+  print((Path(_WORKDIR.value) / "comparison.md").read_text())
+  print(json.dumps(result, sort_keys=True))
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  if _COMPARE.value:
+    return compare_main()
   config = _CONFIG.value
   if config is None:
     path = os.path.join(_WORKDIR.value, "config.json")
@@ -86,11 +125,17 @@ def main(argv):
     agents.update(config.get("agents", {}))
     if _BACKEND.value:
       agents.backend = _BACKEND.value
+    pairs = [p.split("=", 1) for p in _ABLATION_WORKDIRS.value]
+    if any(len(p) != 2 for p in pairs):
+      raise app.UsageError("--ablation_workdirs takes NAME=DIR pairs")
+    seeds = _SEEDS.value or config.eval.get("seeds", 1)
     figures = agents_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, split=_SPLIT.value,
+        eval_file=_EVAL_FILE.value, seeds=seeds, resume=_RESUME.value,
         baseline_workdir=_BASELINE.value, agents=agents,
-        api_key=_API_KEY.value, ablations=_ABLATIONS.value,
-        progress=_PROGRESS.value)
+        api_key=_API_KEY.value,
+        ablations=_ABLATION_NAMES.value if _ABLATIONS.value else (),
+        ablation_workdirs=dict(pairs), progress=_PROGRESS.value)
   elif stage == "refiner":
     figures = refiner_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
@@ -108,7 +153,8 @@ def main(argv):
                                    progress=_PROGRESS.value)
   width = max(map(len, figures))
   for k, v in figures.items():
-    if k == "sweep":
+    if k in ("sweep", "ablations", "llm", "per_seed", "critic_thresholds",
+             "ablations_skipped"):
       continue
     print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
           f"{k:<{width}}  {v}")
@@ -124,6 +170,9 @@ def main(argv):
             f"{row['recall_heuristic']:<9.3f} "
             f"{row['mean_subgraph_nodes_policy']:>12.2f} / "
             f"{row['mean_subgraph_nodes_heuristic']:.2f}")
+  for name, row in figures.get("ablations", {}).items():
+    print(f"ablation {name:<12} accuracy {row.get('accuracy', float('nan')):.4f}"
+          f"  delta {row.get('delta_accuracy', float('nan')):+.4f}")
   print(json.dumps(figures, sort_keys=True))
 
 

@@ -1,39 +1,35 @@
-"""Evaluation of the four-agent pipeline from an answer run's checkpoint.
+"""The evaluation runner of the four-agent system (issue: evaluation
+harness), from an answer run's checkpoint.
 
 The answer run (``--config.stage=answer``) names its retrieval stack
 (``answer.knowledge_workdir``: a refiner run, which names its walker). On a
-split this runs:
+split (or any jsonl in the same format, ``eval_file``) and for each seed:
 
-1. the pipeline without the critic (one round) — also the critic's
-   calibration data: the local critic's thresholds are fitted two-fold
-   (questions with an even index are judged by thresholds fitted on the odd
-   ones and vice versa, so no question's verdict uses its own label);
-2. the full loop (critic, re-exploration, memory updates), whose
-   per-question results go to ``<workdir>/eval/<split>.agents.jsonl``;
-3. the answer head alone, without paths (``baseline_workdir``: an answer
-   run trained without knowledge; else this run's model given no
-   knowledge);
-4. with ``ablations``: the loop without the refiner (paths ranked by walker
-   log-prob) and without the shared memory.
+1. the pipeline without the critic (one round): the *no critic* row, and
+   the critic's calibration data — thresholds fitted two-fold (questions
+   with an even index are judged by thresholds fitted on the odd ones and
+   vice versa, so no verdict uses its own label);
+2. the full loop (critic, re-exploration, memory updates);
+3. with ``ablations``: the same loop with one part changed (see
+   :data:`ABLATIONS`).
 
-Figures: ``accuracy``, ``accuracy_answer_head_only``,
-``accuracy_no_critic`` / ``_no_refiner`` / ``_no_memory``,
-``llm_calls_per_question``, ``tokens_per_question``,
-``triples_verified_fraction``, ``accepted_fraction``, ``mean_turns``,
-latency percentiles, the calibrated thresholds and the LLM usage report.
+Every pass is resumable (:mod:`racer_jax.eval.passes`). The run folder
+``<workdir>/eval/<name>/`` holds one JSONL per pass and seed
+(``full.seed<k>.jsonl``, ``no_critic.seed<k>.jsonl``, ...), ``metrics.json``
+(also returned; the headline numbers are mean ± std over seeds, recomputed
+from the JSONL by :mod:`racer_jax.eval.metrics`) and ``report.md`` with its
+pictures (:mod:`racer_jax.eval.report`).
 """
 
 from __future__ import annotations
 
 import json
-import os
+import time
 from pathlib import Path
 from typing import Callable
 
-import jax
 import ml_collections
 import numpy as np
-import tqdm
 
 from racer_jax.agents import llm
 from racer_jax.agents.answer import AnswerRequest, LLMAnswerer, LocalAnswerer
@@ -43,53 +39,62 @@ from racer_jax.agents.loop import Collaboration, FoldCritic
 from racer_jax.agents.pipeline import build_graph_agent
 from racer_jax.driver import common
 from racer_jax.driver.inputs import load_workspace, make_encoder
+from racer_jax.eval import metrics as metrics_lib
+from racer_jax.eval import passes, report
+
+# name -> what changes.
+ABLATIONS = {
+    "no_critic": "one round, no critic (the calibration pass)",
+    "no_refiner": "paths ranked by the walker's log-probability",
+    "no_memory": "shared memory off (no reranking, no updates)",
+    "no_pruning": "semantic pruning off at inference (all D actions)",
+    "single_path": "one greedy path per choice instead of multi-path",
+    "no_teacher": "walker trained with p_teacher = 0 (own walker + "
+                  "refiner run)",
+    "hygrl": "HyGRL's beam retriever as the GraphAgent (own run)",
+}
+# What the ablations that change training need (--ablation_workdirs).
+NEEDS = {"no_teacher": "a refiner run over a walker trained with "
+                       "p_teacher = 0: --ablation_workdirs=no_teacher=DIR "
+                       "(launch/main.py --ablations trains it)",
+         "hygrl": "a HyGRL run: --ablation_workdirs=hygrl=DIR "
+                  "(launch/main.py --ablations trains it)"}
+HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
+            "answer_concept_recall", "exact_match", "f1", "rouge_l",
+            "accepted_fraction", "mean_turns", "llm_calls_per_question",
+            "tokens_per_question", "latency_p50_s", "latency_p95_s")
 
 
-def run_loop(collab: Collaboration, split_data, batch_size: int, seed: int,
-             progress: bool, desc: str, out_file=None):
-  """Every question of a split through ``collab``; results in dataset
-  order. With ``out_file`` (a text file), each batch's results are
-  appended as JSON lines and fsynced as soon as they are done, so a crash
-  loses no finished question."""
-  results = []
-  dataset = split_data.dataset
-  for i, batch in enumerate(tqdm.tqdm(
-      dataset.ordered_batches(batch_size), desc=desc,
-      total=dataset.batches_per_epoch(batch_size), disable=not progress)):
-    done = collab.run_batch(batch, split_data.examples,
-                            jax.random.fold_in(jax.random.PRNGKey(seed), i))
-    if out_file is not None:
-      for r in done:
-        out_file.write(json.dumps(r.to_dict()) + "\n")
-      out_file.flush()
-      os.fsync(out_file.fileno())
-    results += done
-  return sorted(results, key=lambda r: r.index)
+def eval_workspace(rconfig, data_dir, refiner_dir, split, eval_file, *,
+                   progress, log):
+  """``(workspace, split key)``; an ``eval_file`` becomes a jsonl split of
+  the refiner run's prepared store."""
+  if eval_file:
+    eval_file = Path(eval_file).resolve()
+    if not eval_file.is_file():
+      raise FileNotFoundError(f"--eval_file {eval_file} not found")
+    key = "file_" + eval_file.stem
+    rconfig = rconfig.copy_and_resolve_references()
+    with rconfig.unlocked():
+      files = dict(rconfig.data.get("files", {}))
+      if rconfig.data.dataset != "jsonl":
+        files = {s: str(common_split(rconfig, s, data_dir))
+                 for s in rconfig.data.splits}
+      files[key] = str(eval_file)
+      rconfig.data.dataset = "jsonl"
+      rconfig.data.files = files
+  else:
+    key = split
+  ws = load_workspace(rconfig, data_dir,
+                      common.prep_dir_of(rconfig, refiner_dir), [key],
+                      progress=progress, log=log)
+  return ws, key
 
 
-def accuracy(results) -> float:
-  labeled = [r for r in results if r.gold is not None]
-  return float(np.mean([r.correct for r in labeled])) if labeled else 0.0
-
-
-def summarize(results, usage: llm.UsageReport) -> dict:
-  n = max(len(results), 1)
-  shown = [ok for r in results for _, ok in r.triples_shown()]
-  seconds = [r.seconds for r in results] or [0.0]
-  u = usage.to_dict()
-  return {
-      "questions": len(results), "accuracy": accuracy(results),
-      "accepted_fraction": float(np.mean([r.accepted for r in results]))
-      if results else 0.0,
-      "mean_turns": float(np.mean([len(r.rounds) for r in results]))
-      if results else 0.0,
-      "triples_verified_fraction": float(np.mean(shown)) if shown else 1.0,
-      "triples_shown_per_question": len(shown) / n,
-      "llm_calls_per_question": u["llm_calls"] / n,
-      "tokens_per_question": (u["input_tokens"] + u["output_tokens"]) / n,
-      "latency_p50_seconds": float(np.percentile(seconds, 50)),
-      "latency_p95_seconds": float(np.percentile(seconds, 95)),
-      "llm": u}
+def common_split(rconfig, split, data_dir):
+  from racer_jax.data import datasets
+  return datasets.split_path(rconfig, split,
+                             datasets.resolve_data_dir(data_dir))
 
 
 def head_only_accuracy(answerer: LocalAnswerer, examples) -> float:
@@ -103,15 +108,23 @@ def head_only_accuracy(answerer: LocalAnswerer, examples) -> float:
 
 
 def evaluate(config, data_dir, workdir, *, split: str | None = None,
-             baseline_workdir=None, agents=None, api_key=None,
-             ablations: bool = True, progress: bool = True,
-             log: Callable[[str], None] = print) -> dict:
+             eval_file: str | None = None, seeds: int = 1,
+             resume: bool = False, baseline_workdir=None, agents=None,
+             api_key=None, ablations=(), ablation_workdirs=None,
+             progress: bool = True, log: Callable[[str], None] = print
+             ) -> dict:
   """See the module docstring. ``agents``: a config with ``backend``
   (``local`` | ``gemini``), ``model``, ``max_turns``, ... (default:
-  ``config.agents``)."""
+  ``config.agents``); ``ablations``: names from :data:`ABLATIONS`
+  (``no_critic`` is always run: it calibrates the critic)."""
+  started = time.perf_counter()
   workdir = Path(workdir)
-  split = split or config.eval.split
   agents = agents or config.agents
+  ablation_workdirs = dict(ablation_workdirs or {})
+  unknown = set(ablations) - set(ABLATIONS)
+  if unknown:
+    raise ValueError(f"unknown ablations {sorted(unknown)}; expected "
+                     f"{sorted(ABLATIONS)}")
   refiner_dir = config.answer.knowledge_workdir
   if not refiner_dir:
     raise ValueError(f"{workdir}: this answer run has no retrieval "
@@ -119,82 +132,184 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                      "one — train the answer stage with knowledge")
   rconfig = ml_collections.ConfigDict(json.loads(
       (Path(refiner_dir) / "config.json").read_text()))
-  ws = load_workspace(rconfig, data_dir,
-                      common.prep_dir_of(rconfig, refiner_dir), [split],
-                      progress=progress, log=log)
-  data = ws.splits[split]
+  split = split or config.eval.split
+  ws, key = eval_workspace(rconfig, data_dir, refiner_dir, split, eval_file,
+                           progress=progress, log=log)
+  data = ws.splits[key]
+  name = key
+  out_dir = workdir / "eval" / name
+  out_dir.mkdir(parents=True, exist_ok=True)
   local = LocalAnswerer(workdir, log=log)
   backend = llm.make_backend(agents, api_key,
                              cache_path=workdir / "llm_cache.sqlite")
   keep = config.answer.paths_per_choice
+  usage = llm.UsageReport()
 
-  def collaboration(graph, critic, usage, max_turns):
+  def concepts_of(result):
+    sg = data.subgraphs[result.index]
+    result.choice_concepts = [
+        [ws.kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
+        for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
+
+  extra = None
+  if config.get("use_openbook", False):
+    from racer_jax.agents import openbook
+    book = openbook.make_openbook(config, data_dir, ws, make_encoder(rconfig))
+    facts = book.split_texts(data.examples, data.subgraphs,
+                             config.openbook.facts_per_choice)
+    extra = facts.__getitem__
+
+  def collaboration(graph, critic, max_turns):
     answerer = local if backend is None else LLMAnswerer(backend, local,
                                                          usage)
     if backend is not None and max_turns > 1:
       critic = LLMCritic(backend, critic, usage)
     return Collaboration(graph, answerer, critic, max_turns=max_turns,
                          temperature_step=agents.temperature_step,
-                         max_sentences=config.answer.max_sentences)
+                         max_sentences=config.answer.max_sentences,
+                         extra_knowledge=extra)
 
-  def run(graph, critic, max_turns, desc, out_file=None):
-    graph.reset_memory()
-    usage = llm.UsageReport()
-    results = run_loop(collaboration(graph, critic, usage, max_turns), data,
-                       config.eval.batch_size, config.seed, progress, desc,
-                       out_file)
-    return results, usage
+  def run(graph, critic, max_turns, pass_name, seed_index):
+    result = passes.run_pass(
+        collaboration(graph, critic, max_turns), data,
+        batch_size=config.eval.batch_size,
+        seed=config.seed + 1000 * seed_index,
+        path=out_dir / f"{pass_name}.seed{seed_index}.jsonl", resume=resume,
+        annotate=concepts_of, progress=progress,
+        desc=f"{pass_name} seed {seed_index}")
+    resumed_total[0] += result.resumed_batches
+    torn_total[0] += result.torn_lines
+    return result.records
 
+  resumed_total, torn_total = [0], [0]
   graph = build_graph_agent(agents, refiner_dir, ws, keep, backend,
                             encoder=make_encoder(rconfig), log=log)
-  ablations = ablations and isinstance(graph, GraphAgent)
-  one_round, usage_1 = run(graph, LocalCritic(0.0, 0.0), 1, "no critic")
-  conf = np.array([r.rounds[0].answer.confidence for r in one_round])
-  support = np.array([r.rounds[0].support for r in one_round])
-  correct = np.array([bool(r.correct) for r in one_round])
-  odd = np.array([r.index % 2 == 1 for r in one_round])
-  fitted_on_odd = LocalCritic.calibrate(conf[odd], support[odd], correct[odd])
-  fitted_on_even = LocalCritic.calibrate(conf[~odd], support[~odd],
-                                         correct[~odd])
-  fitted_all = LocalCritic.calibrate(conf, support, correct)
-  critic = FoldCritic(even=fitted_on_odd, odd=fitted_on_even)
-  out_dir = workdir / "eval"
-  out_dir.mkdir(exist_ok=True)
-  # Written batch by batch as questions finish (then rewritten in dataset
-  # order), so a crash loses no finished question.
-  rows_path = out_dir / f"{split}.agents.jsonl"
-  with open(rows_path, "w", encoding="utf-8") as f:
-    full, usage = run(graph, critic, agents.max_turns, "agents", f)
-  tmp = rows_path.with_suffix(".tmp")
-  tmp.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in full),
-                 encoding="utf-8")
-  os.replace(tmp, rows_path)
-  figures = {"split": split, "backend": agents.backend,
-             "answer_step": local.step, **summarize(full, usage),
-             "accuracy_no_critic": accuracy(one_round),
-             "critic_thresholds": {
-                 "even": [fitted_on_odd.min_confidence,
-                          fitted_on_odd.min_support],
-                 "odd": [fitted_on_even.min_confidence,
-                         fitted_on_even.min_support],
-                 # for new questions (launch/answer.py): fitted on all
-                 "all": [fitted_all.min_confidence,
-                         fitted_all.min_support]}}
-  baseline = (LocalAnswerer(baseline_workdir, log=log) if baseline_workdir
-              else local)
-  figures["accuracy_answer_head_only"] = head_only_accuracy(
-      baseline, data.examples)
-  figures["answer_head_only_source"] = (str(baseline_workdir) if
-                                        baseline_workdir else
-                                        "this model, no knowledge")
-  if ablations:
-    no_refiner = GraphAgent(refiner_dir, ws, paths_per_choice=keep,
-                            rank_by="logprob", log=log)
-    figures["accuracy_no_refiner"] = accuracy(run(
-        no_refiner, critic, agents.max_turns, "no refiner")[0])
-    no_memory = GraphAgent(refiner_dir, ws, paths_per_choice=keep,
-                           use_memory=False, log=log)
-    figures["accuracy_no_memory"] = accuracy(run(
-        no_memory, critic, agents.max_turns, "no memory")[0])
-  (out_dir / f"{split}.agents.json").write_text(json.dumps(figures, indent=1))
+  variants = {}  # ablation -> a GraphAgent (built lazily, reused per seed)
+
+  def variant(name):
+    if name in variants:
+      return variants[name]
+    kw = dict(paths_per_choice=keep, log=log)
+    if name == "no_refiner":
+      g = GraphAgent(refiner_dir, ws, rank_by="logprob", **kw)
+    elif name == "no_memory":
+      g = GraphAgent(refiner_dir, ws, use_memory=False, **kw)
+    elif name == "no_pruning":
+      g = GraphAgent(refiner_dir, ws, rollout_overrides={"prune": False},
+                     **kw)
+    elif name == "single_path":
+      g = GraphAgent(refiner_dir, ws, refiner_overrides={
+          "paths_per_choice": 1, "sample_hops": 0}, **kw)
+    elif name == "no_teacher":
+      g = GraphAgent(ablation_workdirs[name], ws, **kw)
+    elif name == "hygrl":
+      from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
+      g = HyGRLGraphAgent(ablation_workdirs[name], ws, rconfig, keep,
+                          log=log)
+    else:
+      raise ValueError(name)
+    variants[name] = g
+    return g
+
+  per_seed = {"full": [], "no_critic": []}
+  skipped = {}
+  thresholds = []
+  for s in range(seeds):
+    one_round = run(graph, LocalCritic(0.0, 0.0), 1, "no_critic", s)
+    critic, fitted = calibrate(one_round)
+    thresholds.append(fitted)
+    per_seed["no_critic"].append(one_round)
+    per_seed["full"].append(run(graph, critic, agents.max_turns, "full", s))
+    for a in ablations:
+      if a == "no_critic":
+        continue
+      if a in NEEDS and a not in ablation_workdirs:
+        skipped[a] = "needs " + NEEDS[a]
+        continue
+      if a == "hygrl" and not isinstance(graph, GraphAgent):
+        skipped[a] = "the full system already uses a non-walker GraphAgent"
+        continue
+      per_seed.setdefault(a, []).append(
+          run(variant(a), critic, agents.max_turns, a, s))
+  figures = summarize(per_seed, seeds)
+  full0 = per_seed["full"][0]
+  figures.update({
+      "name": name, "split": split if not eval_file else None,
+      "eval_file": str(eval_file) if eval_file else None,
+      "backend": agents.backend, "answer_step": local.step,
+      "graph_agent": agents.get("graph", "walker"),
+      "use_openbook": bool(config.get("use_openbook", False)),
+      "triples_verified_fraction": verified_fraction(full0),
+      "critic_thresholds": thresholds[0],
+      "llm": usage.to_dict(),
+      "resumed_batches": resumed_total[0], "torn_lines_redone":
+      torn_total[0], "ablations_skipped": skipped,
+      "peak_rss_gb": metrics_lib.peak_rss_gb(),
+      "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
+      "wall_s": time.perf_counter() - started,
+  })
+  if data.examples and data.examples[0].answer_index is not None:
+    baseline = (LocalAnswerer(baseline_workdir, log=log) if baseline_workdir
+                else local)
+    figures["accuracy_answer_head_only"] = head_only_accuracy(
+        baseline, data.examples)
+    figures["answer_head_only_source"] = (str(baseline_workdir) if
+                                          baseline_workdir else
+                                          "this model, no knowledge")
+  (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
+  report.write_report(out_dir, figures, config=config, workdir=workdir,
+                      log=log)
+  return figures
+
+
+def calibrate(one_round: list[dict]):
+  """``(FoldCritic, thresholds)`` fitted on a no-critic pass's records."""
+  conf = np.array([r["rounds"][0]["confidence"] for r in one_round])
+  support = np.array([r["rounds"][0]["support"] for r in one_round])
+  correct = np.array([bool(r["correct"]) for r in one_round])
+  odd = np.array([r["index"] % 2 == 1 for r in one_round], bool)
+  on_odd = LocalCritic.calibrate(conf[odd], support[odd], correct[odd])
+  on_even = LocalCritic.calibrate(conf[~odd], support[~odd], correct[~odd])
+  on_all = LocalCritic.calibrate(conf, support, correct)
+  fitted = {"even": [on_odd.min_confidence, on_odd.min_support],
+            "odd": [on_even.min_confidence, on_even.min_support],
+            # for new questions (launch/answer.py): fitted on all
+            "all": [on_all.min_confidence, on_all.min_support]}
+  return FoldCritic(even=on_odd, odd=on_even), fitted
+
+
+def verified_fraction(records: list[dict]) -> float:
+  shown = [p["verified"] for r in records for rd in r["rounds"]
+           for ps in rd["paths"] for p in ps for _ in p["triples"]]
+  return float(np.mean(shown)) if shown else 1.0
+
+
+def summarize(per_seed: dict[str, list[list[dict]]], seeds: int) -> dict:
+  """Headline figures (mean ± std over seeds) of the full system, and one
+  object per ablation with its ``delta_accuracy`` to the full system.
+  A pure function of the per-question records."""
+  full = [metrics_lib.question_metrics(r) for r in per_seed["full"]]
+  figures = {"seeds": seeds, "questions": full[0]["questions"],
+             "labeled": full[0]["labeled"],
+             **metrics_lib.mean_std(full, HEADLINE),
+             "per_seed": [{k: m[k] for k in ("accuracy", "path_hit_rate")}
+                          for m in full]}
+  table = {}
+  for name, runs in per_seed.items():
+    if name == "full":
+      continue
+    ms = [metrics_lib.question_metrics(r) for r in runs]
+    row = metrics_lib.mean_std(ms, HEADLINE)
+    if row.get("accuracy") is not None and "accuracy" in figures:
+      row["delta_accuracy"] = row["accuracy"] - figures["accuracy"]
+      row["delta_path_hit_rate"] = (row.get("path_hit_rate", 0.0) -
+                                    figures.get("path_hit_rate", 0.0))
+    row["description"] = ABLATIONS[name]
+    table[name] = row
+  figures["ablations"] = table
+  if "no_critic" in table and "accuracy" in table["no_critic"]:
+    figures["accuracy_no_critic"] = table["no_critic"]["accuracy"]
+  for name in ("no_refiner", "no_memory"):
+    if name in table and "accuracy" in table[name]:
+      figures[f"accuracy_{name}"] = table[name]["accuracy"]
   return figures

@@ -11,12 +11,13 @@ import pytest
 from tests.conftest import REPO
 
 
-@pytest.mark.slow  # ~2-3 min: five passes of the loop in a subprocess
+@pytest.mark.slow  # ~2-3 min: four passes of the loop in a subprocess
 def test_agents_evaluation_cli(answer_run, demo_workspace):
   _, workdir = answer_run
   out = subprocess.run(
       [sys.executable, str(REPO / "launch/evaluate.py"),
-       f"--workdir={workdir}", "--progress=false"],
+       f"--workdir={workdir}", "--progress=false", "--seeds=1",
+       "--ablations", "--ablation_names=no_refiner,no_memory"],
       capture_output=True, text=True, cwd=workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   figures = json.loads(out.stdout.strip().splitlines()[-1])
@@ -29,7 +30,7 @@ def test_agents_evaluation_cli(answer_run, demo_workspace):
   assert figures["llm_calls_per_question"] == 0  # local backend
   assert figures["tokens_per_question"] == 0
   rows = [json.loads(x) for x in
-          (workdir / "eval" / "dev.agents.jsonl").read_text().splitlines()]
+          (workdir / "eval" / "dev" / "full.seed0.jsonl").read_text().splitlines()]
   examples = demo_workspace.splits["dev"].examples
   assert [r["id"] for r in rows] == [e.id for e in examples]
   labeled = [r for r in rows if r["gold"] is not None]

@@ -1,0 +1,122 @@
+"""The Markdown report of an evaluation run folder: headline table (mean ±
+std over seeds), ablation table with deltas to the full system,
+efficiency, and the pictures (training curves of the runs the answer run
+was built from, the ablation bar chart, the reasoning paths of one
+question)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from racer_jax.eval import plots
+
+
+def _fmt(value, std=None, digits: int = 3) -> str:
+  if value is None:
+    return "–"
+  if isinstance(value, float):
+    text = f"{value:.{digits}f}"
+    return text + (f" ± {std:.{digits}f}" if std is not None else "")
+  return str(value)
+
+
+def stack_workdirs(config, workdir: Path) -> dict[str, Path]:
+  """``{"walker": ..., "refiner": ..., "answer": ...}`` of an answer run."""
+  runs = {}
+  refiner = config.answer.get("knowledge_workdir", "")
+  if refiner and (Path(refiner) / "config.json").exists():
+    rconfig = json.loads((Path(refiner) / "config.json").read_text())
+    walker = rconfig.get("refiner", {}).get("walker_workdir", "")
+    if walker:
+      runs["walker"] = Path(walker)
+    runs["refiner"] = Path(refiner)
+  runs["answer"] = Path(workdir)
+  return runs
+
+
+def example_record(out_dir: Path) -> dict | None:
+  """The first correctly answered question with evidence of seed 0's full
+  pass (else the first question), for the path drawing."""
+  path = out_dir / "full.seed0.jsonl"
+  if not path.exists():
+    return None
+  first = None
+  for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+      r = json.loads(line)
+    except json.JSONDecodeError:
+      break
+    first = first or r
+    if r.get("correct") and r.get("evidence"):
+      return r
+  return first
+
+
+def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
+                 log: Callable[[str], None] = print) -> Path:
+  out_dir = Path(out_dir)
+  pictures = {}
+  curves = plots.training_curves(stack_workdirs(config, workdir),
+                                 out_dir / "training_curves.png")
+  if curves:
+    pictures["training curves"] = curves.name
+  bars = plots.ablation_bars(figures, out_dir / "ablations.png")
+  if bars:
+    pictures["ablations"] = bars.name
+  record = example_record(out_dir)
+  if record is not None:
+    pictures[f"reasoning paths of question {record['id']}"] = (
+        plots.reasoning_paths(record, out_dir / "reasoning_paths.png").name)
+  s = figures.get("seeds", 1)
+  lines = [f"# Evaluation: {figures.get('name')}", "",
+           f"Answer run `{workdir}` (step {figures.get('answer_step')}), "
+           f"backend `{figures.get('backend')}`, GraphAgent "
+           f"`{figures.get('graph_agent')}`; {figures.get('questions')} "
+           f"questions ({figures.get('labeled')} labeled), {s} seed(s): "
+           "every number is the mean ± std over seeds, recomputed from the "
+           "per-question JSONL files in this folder.", "",
+           "## Headline", "", "| metric | value |", "|---|---|"]
+  for key in ("accuracy", "path_hit_rate", "evidence_hit",
+              "answer_concept_recall", "exact_match", "f1", "rouge_l",
+              "accepted_fraction", "mean_turns"):
+    if key in figures:
+      lines.append(f"| {key} | {_fmt(figures[key], figures.get(key + '_std'))}"
+                   " |")
+  for key in ("accuracy_answer_head_only", "triples_verified_fraction"):
+    if key in figures:
+      lines.append(f"| {key} | {_fmt(figures[key])} |")
+  lines += ["", "## Ablations", ""]
+  table = figures.get("ablations", {})
+  if table:
+    lines += ["| system | accuracy | Δ accuracy | path hit rate | "
+              "LLM calls / question | what changes |",
+              "|---|---|---|---|---|---|",
+              f"| full | {_fmt(figures.get('accuracy'), figures.get('accuracy_std'))}"
+              f" | – | {_fmt(figures.get('path_hit_rate'))} | "
+              f"{_fmt(figures.get('llm_calls_per_question'), digits=2)} | |"]
+    for name, row in table.items():
+      lines.append(
+          f"| {name} | {_fmt(row.get('accuracy'), row.get('accuracy_std'))}"
+          f" | {_fmt(row.get('delta_accuracy'))} | "
+          f"{_fmt(row.get('path_hit_rate'))} | "
+          f"{_fmt(row.get('llm_calls_per_question'), digits=2)} | "
+          f"{row.get('description', '')} |")
+  for name, why in figures.get("ablations_skipped", {}).items():
+    lines.append(f"\nNot run: `{name}` — {why}.")
+  lines += ["", "## Efficiency", "", "| figure | value |", "|---|---|"]
+  for key in ("llm_calls_per_question", "tokens_per_question",
+              "latency_p50_s", "latency_p95_s", "peak_rss_gb",
+              "peak_device_memory_gb", "wall_s", "resumed_batches",
+              "torn_lines_redone"):
+    if key in figures:
+      lines.append(f"| {key} | {_fmt(figures[key])} |")
+  if pictures:
+    lines += ["", "## Pictures", ""]
+    for title, name in pictures.items():
+      lines += [f"**{title}**", "", f"![{title}]({name})", ""]
+  path = out_dir / "report.md"
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  log(f"report: {path}")
+  return path

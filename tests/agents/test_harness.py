@@ -1,0 +1,116 @@
+"""The evaluation runner on the demo data: the report's numbers recomputed
+independently from the per-question JSONL, and a run stopped mid-way then
+resumed giving the same report as an uninterrupted one."""
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from racer_jax.eval import agents_eval, passes
+
+QUIET = dict(progress=False, log=lambda _: None)
+TIMING = ("latency_p50_s", "latency_p95_s", "wall_s", "peak_rss_gb",
+          "resumed_batches", "torn_lines_redone")
+
+
+def _copy_run(head_run, tmp_path, name):
+  config, workdir = head_run
+  dst = tmp_path / name
+  shutil.copytree(workdir, dst, ignore=shutil.ignore_patterns("eval"))
+  return config, dst
+
+
+def _evaluate(config, workdir, **kw):
+  return agents_eval.evaluate(config, None, workdir, seeds=2,
+                              ablations=("no_memory", "single_path"), **kw,
+                              **QUIET)
+
+
+def _recompute_accuracy(path):
+  rows = [json.loads(x) for x in path.read_text().splitlines()]
+  return np.mean([r["prediction"] == r["gold"] for r in rows]), rows
+
+
+def _path_hit(row):
+  paths = row["rounds"][row["deciding_turn"]]["paths"][row["gold"]]
+  return any(p["reached"] for p in paths)
+
+
+def _strip(figures):
+  out = {k: v for k, v in figures.items() if not k.startswith(TIMING)}
+  out["ablations"] = {n: {k: v for k, v in row.items()
+                          if not k.startswith(TIMING)}
+                      for n, row in figures["ablations"].items()}
+  return out
+
+
+@pytest.mark.slow  # ~1-2 min: 8 passes of the loop
+def test_report_matches_jsonl_and_resume_is_exact(head_run, tmp_path,
+                                                  monkeypatch):
+  config, whole = _copy_run(head_run, tmp_path, "whole")
+  figures = _evaluate(config, whole)
+  out = whole / "eval" / "dev"
+  for key in ("accuracy", "accuracy_std", "seeds", "latency_p50_s",
+              "latency_p95_s", "peak_rss_gb"):
+    assert key in figures, key
+  assert figures["seeds"] == 2
+  accs, hits = [], []
+  for s in range(2):
+    acc, rows = _recompute_accuracy(out / f"full.seed{s}.jsonl")
+    assert sorted(r["index"] for r in rows) == list(range(len(rows)))
+    accs.append(acc)
+    hits.append(np.mean([_path_hit(r) for r in rows]))
+  assert figures["accuracy"] == pytest.approx(np.mean(accs))
+  assert figures["accuracy_std"] == pytest.approx(np.std(accs))
+  assert figures["path_hit_rate"] == pytest.approx(np.mean(hits))
+  for name in ("no_critic", "no_memory", "single_path"):
+    acc = np.mean([_recompute_accuracy(out / f"{name}.seed{s}.jsonl")[0]
+                   for s in range(2)])
+    row = figures["ablations"][name]
+    assert row["accuracy"] == pytest.approx(acc)
+    assert row["delta_accuracy"] == pytest.approx(acc - figures["accuracy"])
+  single = [json.loads(x) for x in
+            (out / "single_path.seed0.jsonl").read_text().splitlines()]
+  assert all(len(ps) <= 1 for r in single for rd in r["rounds"]
+             for ps in rd["paths"])
+  report = (out / "report.md").read_text()
+  shown = re.search(r"\| accuracy \| ([0-9.]+) ± ([0-9.]+) \|", report)
+  assert float(shown.group(1)) == pytest.approx(figures["accuracy"],
+                                                abs=5e-4)
+  for picture in ("training_curves.png", "ablations.png",
+                  "reasoning_paths.png"):
+    assert (out / picture).stat().st_size > 1000, picture
+  assert json.loads((out / "metrics.json").read_text()) == figures
+
+  # The same evaluation killed in the middle of seed 1's full pass (after
+  # one batch, with a torn half line behind it), then resumed.
+  config, stopped = _copy_run(head_run, tmp_path, "stopped")
+  real = passes.run_pass
+  calls = []
+
+  def crashing(collab, split_data, **kw):
+    calls.append(kw["path"].name)
+    if kw["path"].name == "full.seed1.jsonl":
+      real(collab, split_data, **dict(kw, stop_after_batches=1))
+      with open(kw["path"], "a") as f:
+        f.write('{"index": 99, "tor')
+      raise KeyboardInterrupt("killed")
+    return real(collab, split_data, **kw)
+  monkeypatch.setattr(passes, "run_pass", crashing)
+  with pytest.raises(KeyboardInterrupt):
+    _evaluate(config, stopped)
+  monkeypatch.setattr(passes, "run_pass", real)
+  resumed = _evaluate(config, stopped, resume=True)
+  assert resumed["resumed_batches"] >= 3 * 2 + 1  # seed 0 + 1 batch
+  assert resumed["torn_lines_redone"] == 1
+  assert _strip(resumed) == _strip(figures)
+  for s in range(2):
+    a = [{k: v for k, v in json.loads(x).items() if k != "seconds"}
+         for x in (out / f"full.seed{s}.jsonl").read_text().splitlines()]
+    b = [{k: v for k, v in json.loads(x).items() if k != "seconds"}
+         for x in (stopped / "eval" / "dev" /
+                   f"full.seed{s}.jsonl").read_text().splitlines()]
+    assert a == b

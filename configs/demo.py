@@ -27,4 +27,12 @@ def get_config():
   config.hygrl.calibration_questions = 32
   config.hygrl.imitation_steps = 60
   config.hygrl.rl_steps = 120
+  # The main job (launch/main.py): memory on, a short refiner, the fast
+  # answer model, three evaluation seeds.
+  config.memory.enabled = True
+  config.refiner.num_steps = 100
+  config.answer.model = "frozen_head"
+  config.answer.head_epochs = 30.0
+  config.answer.head_batch_size = 8
+  config.eval.seeds = 3
   return config

@@ -7,7 +7,9 @@ r"""Answers one question with the four agents and shows the reasoning paths.
 ``--workdir`` is an answer run (``--config.stage=answer`` with knowledge).
 Prints the answer, its confidence, the critic's verdict per round and the
 reasoning paths (chains and the sentences shown to the answerer);
-``--format=json`` prints one JSON object instead.
+``--format=json`` prints one JSON object instead; ``--plot=out.png`` draws
+the paths (question concepts, paths with relation labels, the choices, the
+chosen one marked).
 """
 
 import json
@@ -20,8 +22,8 @@ from absl import app, flags, logging  # noqa: E402
 import ml_collections  # noqa: E402
 
 from configs import default as default_config  # noqa: E402
-from racer_jax.agents import templates  # noqa: E402
 from racer_jax.agents.pipeline import Pipeline  # noqa: E402
+from racer_jax.eval import plots  # noqa: E402
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "An answer run.",
                                required=True)
@@ -38,6 +40,8 @@ _BACKEND = flags.DEFINE_enum("backend", None, ["local", "gemini"],
 _API_KEY = flags.DEFINE_string("api_key", None, "Gemini API key (default: "
                                "$GEMINI_API_KEY / $GOOGLE_API_KEY).")
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
+_PLOT = flags.DEFINE_string("plot", None, "Draw the reasoning paths to this "
+                            "PNG (matplotlib).")
 
 
 def main(argv):
@@ -58,25 +62,10 @@ def main(argv):
     print(json.dumps({**result.to_dict(), "critic": pipeline.critic_source,
                       "llm": pipeline.usage.to_dict()}))
     return
-  print(f"Q: {result.question}")
-  for i, c in enumerate(result.choices):
-    mark = "*" if i == result.prediction else " "
-    print(f" {mark} {i}. {c}")
-  print(f"answer: {result.choices[result.prediction]} "
-        f"(confidence {result.confidence:.2f}; "
-        f"{'accepted' if result.accepted else 'no consensus, fallback'} "
-        f"in round {result.deciding_turn + 1})")
-  for r in result.rounds:
-    print(f"round {r.turn + 1} (temperature {r.temperature:.2f}): "
-          f"{result.choices[r.answer.choice]} p={r.answer.confidence:.2f} "
-          f"-> critic {r.verdict.verdict} ({r.verdict.reason})")
-  print("reasoning paths for the answer:")
-  if not result.evidence:
-    print("  (none found: the answer rests on the question text alone)")
-  for p in result.evidence:
-    print(f"  {templates.chain(p.triples)}")
-    print(f"    {templates.path_sentences(p.triples)}")
-  print(f"rationale: {result.rounds[result.deciding_turn].answer.rationale}")
+  print(result.explain())
+  if _PLOT.value:
+    plots.reasoning_paths(result.to_dict(), _PLOT.value)
+    print(f"reasoning paths drawn to {_PLOT.value}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Each choice is described by frozen all-MiniLM-L6-v2 vectors (384-d,
 L2-normalized) of the question ``q``, the choice ``c`` and its knowledge
 sentences ``k`` (zeros without knowledge), combined as
-``[q, c, k, q⊙c, c⊙k, q⊙k]`` and scored by an MLP; softmax over a
+``[q, c, k, q⊙c, c⊙k, q⊙k]`` plus the three cosine similarities
+``<q,c>, <c,k>, <q,k>`` (a direct route that generalizes from few
+questions) and scored by an MLP; softmax over a
 question's choices, cross-entropy. Encoding runs once (cached); training
 takes seconds per epoch on a CPU.
 """
@@ -23,7 +25,9 @@ class ChoiceHead(nn.Module):
   def __call__(self, q, c, k, deterministic: bool = True):
     """q: [B, d]; c, k: [B, C, d] -> scores [B, C]."""
     q = jnp.broadcast_to(q[:, None], c.shape)
-    x = jnp.concatenate([q, c, k, q * c, c * k, q * k], axis=-1)
+    sims = jnp.stack([jnp.sum(q * c, -1), jnp.sum(c * k, -1),
+                      jnp.sum(q * k, -1)], axis=-1)
+    x = jnp.concatenate([q, c, k, q * c, c * k, q * k, sims], axis=-1)
     x = nn.gelu(nn.Dense(self.hidden, name="hidden")(x))
     x = nn.Dropout(self.dropout)(x, deterministic=deterministic)
     return nn.Dense(1, name="score")(x)[..., 0]

@@ -97,6 +97,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.checkpoint_every = 500
   config.train.max_to_keep = 3
   config.train.num_devices = 0        # data-parallel devices (0: all)
+  # Multi-process runs: exit with a clear error when no update completes
+  # for this long (a dead peer); 0 = 600 s there, off on one process.
+  config.train.stall_timeout_s = 0
 
   # Shared memory graph: per-edge success / failure / rejection counts kept
   # in the checkpoint; actions are reranked by + beta * quality(edge).

@@ -41,11 +41,30 @@ _DATA_DIR = flags.DEFINE_string(
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory.",
                                required=True)
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "Multi-process runs: host:port of process "
+    "0 (default: $JAX_COORDINATOR_ADDRESS; unset = one process).")
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Multi-process runs: how many (default: "
+    "$JAX_NUM_PROCESSES).")
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "Multi-process runs: this one's index (default: "
+    "$JAX_PROCESS_ID).")
+_AUTO = flags.DEFINE_bool(
+    "distributed_auto", False, "Let JAX detect the cluster (TPU pods, "
+    "SLURM, Open MPI) and call jax.distributed.initialize().")
+_HEARTBEAT = flags.DEFINE_integer(
+    "heartbeat_timeout_s", 100, "Multi-process runs: fail when a peer is "
+    "silent this long.")
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  from racer_jax.driver import distributed
+  distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
+                         _PROCESS_ID.value, auto=_AUTO.value,
+                         heartbeat_timeout_s=_HEARTBEAT.value)
   config = _CONFIG.value
   runs = {"racer": train_walker.train, "hygrl": train_hygrl.train}
   if config.method not in runs:
@@ -64,7 +83,9 @@ def main(argv):
                          "walker, refiner or answer")
   metrics = run(config, _DATA_DIR.value, _WORKDIR.value,
                 progress=_PROGRESS.value)
-  print(json.dumps({"workdir": _WORKDIR.value, **metrics}, sort_keys=True))
+  if distributed.is_primary():
+    print(json.dumps({"workdir": _WORKDIR.value, **metrics},
+                     sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -58,18 +58,23 @@ class BucketedDataset:
                                max_degree))  # the filler row, last
       self._stacks[b] = jax.tree.map(lambda *xs: np.stack(xs), *rows)
 
-  def batch(self, bucket: int, positions: np.ndarray, batch_size: int
-            ) -> GraphBatch:
-    """The questions ``members[bucket][positions]``, filled to batch_size."""
+  def batch(self, bucket: int, positions: np.ndarray, batch_size: int,
+            rows: slice | None = None) -> GraphBatch:
+    """The questions ``members[bucket][positions]``, filled to batch_size;
+    with ``rows``, only those rows of it (a process's share of a global
+    batch in a multi-process run: nothing else is padded or copied)."""
     positions = np.asarray(positions, np.int64)
     if not 0 < positions.size <= batch_size:
       raise ValueError(f"need 1..{batch_size} positions")
+    take = rows
     filler = len(self.members[bucket])
     rows = np.full(batch_size, filler, np.int64)
     rows[:positions.size] = positions
     real = np.arange(batch_size) < positions.size
     index = np.where(real, self.members[bucket][np.minimum(rows, filler - 1)],
                      -1).astype(np.int32)
+    if take is not None:
+      rows, real, index = rows[take], real[take], index[take]
     stacked = jax.tree.map(lambda x: x[rows], self._stacks[bucket])
     query = np.where(real[:, None], self.query[np.maximum(index, 0)], 0.0)
     gold = np.where(real, self.gold[np.maximum(index, 0)], -1)
@@ -93,8 +98,8 @@ class BucketedDataset:
   def batches_per_epoch(self, batch_size: int) -> int:
     return sum(-(-len(ix) // batch_size) for ix in self.members.values())
 
-  def batch_for_step(self, step: int, seed: int, batch_size: int
-                     ) -> GraphBatch:
+  def batch_for_step(self, step: int, seed: int, batch_size: int,
+                     rows: slice | None = None) -> GraphBatch:
     """The training batch of global step ``step`` (epochs of shuffled
     batches, deterministic in ``seed``)."""
     per_epoch = self.batches_per_epoch(batch_size)
@@ -104,7 +109,7 @@ class BucketedDataset:
       self._plan_key, self._plan = key, self.epoch_plan(seed, epoch,
                                                         batch_size)
     bucket, positions = self._plan[k]
-    return self.batch(bucket, positions, batch_size)
+    return self.batch(bucket, positions, batch_size, rows)
 
   def ordered_batches(self, batch_size: int) -> Iterator[GraphBatch]:
     """Every question once, bucket by bucket (for evaluation)."""

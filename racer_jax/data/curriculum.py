@@ -131,9 +131,10 @@ class CurriculumSampler:
     positions = rng.choice(len(pw), size=k, replace=False, p=pw / pw.sum())
     return b, np.sort(positions)
 
-  def batch_for_step(self, step: int, seed: int, batch_size: int):
+  def batch_for_step(self, step: int, seed: int, batch_size: int,
+                     rows: slice | None = None):
     bucket, positions = self.positions_for_step(step, seed, batch_size)
-    return self.dataset.batch(bucket, positions, batch_size)
+    return self.dataset.batch(bucket, positions, batch_size, rows)
 
   def mean_difficulty(self, step: int) -> float:
     """Expected difficulty of a sampled question at ``step`` (for logs)."""

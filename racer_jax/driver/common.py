@@ -96,16 +96,32 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
   config there, and load the training split (plus ``eval.split`` when
   ``train.eval_every`` is set). Returns ``(workdir, workspace, eval_split or
   None)``."""
+  import jax
   from racer_jax.driver.inputs import load_workspace
   workdir = Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  save_run_config(config, workdir, stage)
+  primary = jax.process_index() == 0
   t = config.train
   eval_split = config.eval.split if t.eval_every else None
   splits = [t.split] + ([eval_split] if eval_split and eval_split != t.split
                         else [])
-  ws = load_workspace(config, data_dir, prep_dir_of(config, workdir), splits,
-                      progress=progress, log=log)
+
+  def load():
+    return load_workspace(config, data_dir, prep_dir_of(config, workdir),
+                          splits, progress=progress and primary,
+                          log=log if primary else (lambda _: None))
+  if jax.process_count() == 1:
+    workdir.mkdir(parents=True, exist_ok=True)
+    save_run_config(config, workdir, stage)
+    return workdir, load(), eval_split
+  # several processes: the first prepares and caches, the others then read
+  from jax.experimental import multihost_utils
+  if primary:
+    workdir.mkdir(parents=True, exist_ok=True)
+    save_run_config(config, workdir, stage)
+    ws = load()
+  multihost_utils.sync_global_devices("racer_jax: data prepared")
+  if not primary:
+    ws = load()
   return workdir, ws, eval_split
 
 

@@ -80,6 +80,10 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   workdir, ws, eval_split = start_run(config, data_dir, workdir,
                                       progress=progress, log=log)
   t = config.train
+  if jax.process_count() > 1 and t.eval_every:
+    raise ValueError("train.eval_every runs on one process; in a "
+                     "multi-process run set it to 0 and evaluate the "
+                     "checkpoints with launch/evaluate.py")
   dataset = ws.splits[t.split].dataset
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(t.learning_rate, t.grad_clip)
@@ -115,8 +119,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   sampler = make_sampler(config, ws.splits[t.split], log)
 
   def one_update(state, step):
-    host = sampler.batch_for_step(step, config.seed, bs)
-    batch = parallel.shard_batch(mesh, host)
+    host = sampler.batch_for_step(step, config.seed, bs,
+                                  parallel.process_rows(bs))
+    batch = parallel.shard_batch(mesh, host, bs)
     state, metrics = update(state, batch, concept_emb, relation_emb,
                             np.float32(p_teacher_at(config, step)), theta_dev)
     if sampler is not dataset:
@@ -141,7 +146,8 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       record=lambda done: {"step": done, "theta": theta,
                            "config": json.loads(config.to_json())},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
-      progress=progress, desc="train walker")
+      progress=progress, desc="train walker",
+      stall_timeout_s=t.get("stall_timeout_s", 0) or None)
   writer.close()
   ckpt.close()
   return last

@@ -90,7 +90,9 @@ def main(argv):
   from racer_jax.driver import train_answer, train_refiner, train_walker
   from racer_jax.eval import agents_eval, plots
 
+  from racer_jax.driver.check_config import check_config
   config = _CONFIG.value
+  check_config(config)
   root = os.path.abspath(_WORKDIR.value)
   data_dir, progress = _DATA_DIR.value, _PROGRESS.value
   walker_dir, refiner_dir, answer_dir = (os.path.join(root, d) for d in

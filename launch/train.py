@@ -66,6 +66,8 @@ def main(argv):
                          _PROCESS_ID.value, auto=_AUTO.value,
                          heartbeat_timeout_s=_HEARTBEAT.value)
   config = _CONFIG.value
+  from racer_jax.driver.check_config import check_config
+  check_config(config)
   runs = {"racer": train_walker.train, "hygrl": train_hygrl.train}
   if config.method not in runs:
     raise app.UsageError(f"method={config.method!r}; expected one of "

@@ -1,0 +1,105 @@
+"""Validation of a run's configuration before anything is built.
+
+``check_config(config)`` raises :class:`racer_jax.errors.ConfigError`
+naming the key for a value that cannot work (a non-positive batch size, a
+probability outside [0, 1], NaN, an unknown stage or backend), so a bad
+command-line override fails at once with a clear message instead of deep
+inside a jitted program. ``launch/train.py`` and ``launch/main.py`` call
+it; absl itself rejects overrides of the wrong type (``flags.Error``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from racer_jax.errors import ConfigError
+
+# key -> (kind, lower bound, upper bound); None: unbounded on that side.
+_INT_AT_LEAST = {
+    "batch.batch_size": 1, "batch.num_choices": 2, "train.num_steps": 0,
+    "train.log_every": 1, "train.checkpoint_every": 1,
+    "train.max_to_keep": 1, "train.eval_every": 0, "train.num_devices": 0,
+    "walker.max_steps": 1, "walker.top_k": 1, "walker.num_walkers": 1,
+    "walker.hidden": 1, "subgraph.max_nodes": 1, "subgraph.max_edges": 1,
+    "subgraph.max_degree": 1, "eval.batch_size": 1, "eval.seeds": 1,
+    "refiner.paths_per_choice": 1, "refiner.top_k": 1,
+    "refiner.num_steps": 0, "answer.paths_per_choice": 1,
+    "answer.max_sentences": 0, "answer.max_length": 8,
+    "answer.batch_size": 1, "agents.max_turns": 1,
+    "openbook.facts_per_choice": 0,
+}
+_FLOAT_RANGE = {
+    "train.learning_rate": (0.0, None), "train.grad_clip": (0.0, None),
+    "train.p_teacher": (0.0, 1.0), "train.p_teacher_final": (0.0, 1.0),
+    "train.temperature": (0.0, None), "train.gamma": (0.0, 1.0),
+    "train.entropy_coef": (0.0, None), "memory.prior": (0.0, None),
+    "memory.gamma": (0.0, None), "refiner.learning_rate": (0.0, None),
+    "refiner.temperature": (0.0, None), "answer.learning_rate": (0.0, None),
+    "answer.epochs": (0.0, None), "answer.dropout": (0.0, 1.0),
+    "curriculum.start": (0.0, 1.0), "curriculum.ramp_fraction": (0.0, None),
+    "curriculum.temperature": (0.0, None),
+    "agents.temperature_step": (0.0, None),
+}
+_STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
+                    "memory.prior", "refiner.learning_rate",
+                    "refiner.temperature", "answer.learning_rate",
+                    "answer.epochs", "curriculum.ramp_fraction",
+                    "curriculum.temperature"}
+_CHOICES = {
+    "train.stage": ("walker", "refiner", "answer"),
+    "method": ("racer", "hygrl"),
+    "agents.backend": ("local", "gemini"),
+    "agents.graph": ("walker", "hygrl", "explorer"),
+    "answer.model": ("cross_encoder", "frozen_head"),
+    "walker.recurrent": ("gru", "lstm"),
+}
+
+
+def _get(config, key: str):
+  node = config
+  for part in key.split("."):
+    if part not in node:
+      return _MISSING
+    node = node[part]
+  return node
+
+
+_MISSING = object()
+
+
+def check_config(config) -> None:
+  """Raises :class:`ConfigError` for the first impossible value."""
+  for key, low in _INT_AT_LEAST.items():
+    v = _get(config, key)
+    if v is _MISSING:
+      continue
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+      raise ConfigError(f"{key}={v!r}: must be an integer ≥ {low}")
+  for key, (low, high) in _FLOAT_RANGE.items():
+    v = _get(config, key)
+    if v is _MISSING:
+      continue
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+        not math.isfinite(v):
+      raise ConfigError(f"{key}={v!r}: must be a finite number")
+    if v < low or (key in _STRICT_POSITIVE and v <= low) or (
+        high is not None and v > high):
+      bound = f"> {low}" if key in _STRICT_POSITIVE else f"≥ {low}"
+      raise ConfigError(f"{key}={v!r}: must be {bound}"
+                        + (f" and ≤ {high}" if high is not None else ""))
+  for key, allowed in _CHOICES.items():
+    v = _get(config, key)
+    if v is not _MISSING and v not in allowed:
+      raise ConfigError(f"{key}={v!r}: expected one of {list(allowed)}")
+  weights = _get(config, "curriculum.weights")
+  if weights is not _MISSING:
+    w = list(weights)
+    if len(w) != 3 or any(not isinstance(x, (int, float)) or
+                          not math.isfinite(x) or x < 0 for x in w) or \
+        sum(w) == 0:
+      raise ConfigError(f"curriculum.weights={weights!r}: three "
+                        "non-negative numbers, not all 0")
+  batch, devices = config.batch.batch_size, config.train.num_devices
+  if devices and batch % devices:
+    raise ConfigError(f"batch.batch_size={batch} is not divisible by "
+                      f"train.num_devices={devices}")

@@ -75,6 +75,9 @@ _ABLATION_WORKDIRS = flags.DEFINE_list(
 _SEEDS = flags.DEFINE_integer(
     "seeds", None, "Answer runs: evaluation seeds (default eval.seeds); "
     "headline numbers are mean ± std over them.")
+_ABLATION_SEEDS = flags.DEFINE_integer(
+    "ablation_seeds", None, "Answer runs: run the ablations for the first N "
+    "seeds only (default: every seed); deltas use the same seeds.")
 _RESUME = flags.DEFINE_bool(
     "resume", False, "Answer runs: continue a stopped evaluation in the "
     "same run folder without redoing finished questions.")
@@ -135,7 +138,8 @@ def main(argv):
         baseline_workdir=_BASELINE.value, agents=agents,
         api_key=_API_KEY.value,
         ablations=_ABLATION_NAMES.value if _ABLATIONS.value else (),
-        ablation_workdirs=dict(pairs), progress=_PROGRESS.value)
+        ablation_workdirs=dict(pairs), ablation_seeds=_ABLATION_SEEDS.value,
+        progress=_PROGRESS.value)
   elif stage == "refiner":
     figures = refiner_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,

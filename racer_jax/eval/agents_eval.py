@@ -111,12 +111,14 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
              eval_file: str | None = None, seeds: int = 1,
              resume: bool = False, baseline_workdir=None, agents=None,
              api_key=None, ablations=(), ablation_workdirs=None,
-             progress: bool = True, log: Callable[[str], None] = print
-             ) -> dict:
+             ablation_seeds: int | None = None, progress: bool = True,
+             log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``agents``: a config with ``backend``
   (``local`` | ``gemini``), ``model``, ``max_turns``, ... (default:
   ``config.agents``); ``ablations``: names from :data:`ABLATIONS`
-  (``no_critic`` is always run: it calibrates the critic)."""
+  (``no_critic`` is always run: it calibrates the critic), run for the
+  first ``ablation_seeds`` seeds (default: all); each ablation's delta is
+  to the full system over the same seeds."""
   started = time.perf_counter()
   workdir = Path(workdir)
   agents = agents or config.agents
@@ -221,7 +223,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     per_seed["no_critic"].append(one_round)
     per_seed["full"].append(run(graph, critic, agents.max_turns, "full", s))
     for a in ablations:
-      if a == "no_critic":
+      if a == "no_critic" or (ablation_seeds is not None and
+                              s >= ablation_seeds):
         continue
       if a in NEEDS and a not in ablation_workdirs:
         skipped[a] = "needs " + NEEDS[a]
@@ -300,10 +303,13 @@ def summarize(per_seed: dict[str, list[list[dict]]], seeds: int) -> dict:
       continue
     ms = [metrics_lib.question_metrics(r) for r in runs]
     row = metrics_lib.mean_std(ms, HEADLINE)
-    if row.get("accuracy") is not None and "accuracy" in figures:
-      row["delta_accuracy"] = row["accuracy"] - figures["accuracy"]
+    row["seeds"] = len(runs)
+    same = metrics_lib.mean_std(full[:len(runs)], ("accuracy",
+                                                   "path_hit_rate"))
+    if row.get("accuracy") is not None and "accuracy" in same:
+      row["delta_accuracy"] = row["accuracy"] - same["accuracy"]
       row["delta_path_hit_rate"] = (row.get("path_hit_rate", 0.0) -
-                                    figures.get("path_hit_rate", 0.0))
+                                    same.get("path_hit_rate", 0.0))
     row["description"] = ABLATIONS[name]
     table[name] = row
   figures["ablations"] = table

@@ -90,15 +90,18 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
   lines += ["", "## Ablations", ""]
   table = figures.get("ablations", {})
   if table:
-    lines += ["| system | accuracy | Δ accuracy | path hit rate | "
+    lines += ["Δ: to the full system over the same seeds.", "",
+              "| system | seeds | accuracy | Δ accuracy | path hit rate | "
               "LLM calls / question | what changes |",
-              "|---|---|---|---|---|---|",
-              f"| full | {_fmt(figures.get('accuracy'), figures.get('accuracy_std'))}"
+              "|---|---|---|---|---|---|---|",
+              f"| full | {s} | "
+              f"{_fmt(figures.get('accuracy'), figures.get('accuracy_std'))}"
               f" | – | {_fmt(figures.get('path_hit_rate'))} | "
               f"{_fmt(figures.get('llm_calls_per_question'), digits=2)} | |"]
     for name, row in table.items():
       lines.append(
-          f"| {name} | {_fmt(row.get('accuracy'), row.get('accuracy_std'))}"
+          f"| {name} | {row.get('seeds', s)} | "
+          f"{_fmt(row.get('accuracy'), row.get('accuracy_std'))}"
           f" | {_fmt(row.get('delta_accuracy'))} | "
           f"{_fmt(row.get('path_hit_rate'))} | "
           f"{_fmt(row.get('llm_calls_per_question'), digits=2)} | "

@@ -71,6 +71,7 @@ def test_sampler_goes_from_easy_to_uniform(make_random_graph):
   np.testing.assert_array_equal(a.example_index, b.example_index)
 
 
+@pytest.mark.slow  # ~25 s: a short training run with evaluations
 def test_walker_training_with_curriculum_logs_competence(tmp_path):
   from configs import test as test_config
   from racer_jax.driver import train_walker

@@ -55,6 +55,7 @@ def _corrupt(step_dir):
   assert hit, step_dir
 
 
+@pytest.mark.slow  # ~30 s: three short training runs
 def test_corrupt_newest_checkpoint_falls_back_and_resumes_exactly(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")

@@ -2,10 +2,12 @@
 
 Restoring uses abstract targets built from a freshly initialized state, so
 optax states come back with their own types. If the newest checkpoint cannot
-be read (a crash mid-write, a corrupt file) the previous one is used, the
-fallback is reported, and the unreadable step is moved aside to
-``<directory>.corrupt/<step>`` (kept for inspection, and out of the way so
-the resumed run can write that step again).
+be read (a crash mid-write, a corrupt file) the previous one is used and
+the fallback is reported; when the resumed run reaches that step again,
+the unreadable copy is moved aside to ``<directory>.corrupt/<step>-<time>``
+(kept for inspection) before the new one is written. If no checkpoint can
+be read at all — more likely a changed config than corruption — restoring
+raises instead of silently starting over.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Checkpointer:
             max_to_keep=max_to_keep, create=True))
 
   def save(self, step: int, state, record: dict) -> None:
+    if step in self.manager.all_steps():  # an unreadable leftover
+      self._move_aside(step)
     self.manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
     self.manager.wait_until_finished()
@@ -63,16 +67,23 @@ class Checkpointer:
                                 f"{self.directory} (have {steps})")
       state, record = self.restore(step, template)
       return state, record, step
+    errors = []
     for candidate in reversed(steps):
       try:
         state, record = self.restore(candidate, template)
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint
-        aside = self._move_aside(candidate)
+        errors.append(f"{candidate}: {type(e).__name__}: {str(e)[:300]}")
         log(f"checkpoint {candidate} in {self.directory} is unreadable "
-            f"({type(e).__name__}: {str(e)[:200]}); moved to {aside}; "
-            "falling back to an older one")
+            f"({type(e).__name__}: {str(e)[:200]}); falling back to an "
+            "older one")
         continue
       return state, record, candidate
+    if errors:
+      raise RuntimeError(
+          f"none of the {len(steps)} checkpoints in {self.directory} could "
+          "be restored — a changed config (model or memory shapes) is more "
+          "likely than corruption; use a new workdir or the run's own "
+          "config. Errors: " + "; ".join(errors))
     return None
 
   def _move_aside(self, step: int) -> Path:

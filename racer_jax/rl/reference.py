@@ -149,6 +149,26 @@ def policy_tables(params, node_emb, rel_emb, query, target):
           "hist_node": _dense(p["history_node"], node_emb)}
 
 
+def layout_tables(params, node_emb, rel_emb, query, target) -> dict:
+  """The tables of :meth:`WalkerPolicy.prepare` in its own layout (the JAX
+  policy arranges the same linear maps for batched walkers): ``node_emb``,
+  ``context`` [H], ``act_node_t`` [H, N], ``act_rel_t`` [H, R2 + 1] (STOP's
+  vector last) and ``cell_rel`` [R2, G*H] (the cell's input projection of
+  ``hist_rel``, biases included)."""
+  p, t = _unwrap(params), policy_tables(params, node_emb, rel_emb, query,
+                                        target)
+  c = p["cell"]
+  gates = ("r", "z", "n") if recurrent_kind(params) == "gru" else (
+      "i", "f", "g", "o")
+  return {"node_emb": node_emb,
+          "context": (_dense(p["query_ctx"], query) +
+                      _dense(p["target_ctx"], target) + p["node_ctx"]["bias"]),
+          "act_node_t": t["act_node"].T,
+          "act_rel_t": np.concatenate([t["act_rel"], p["stop"][None]]).T,
+          "cell_rel": np.concatenate([_dense(c["i" + g], t["hist_rel"])
+                                      for g in gates], axis=-1)}
+
+
 def cell(params, carry, x):
   """flax ``GRUCell`` (carry h [H]) or ``OptimizedLSTMCell`` (carry (c, h))."""
   c = _unwrap(params)["cell"]

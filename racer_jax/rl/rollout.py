@@ -5,8 +5,8 @@ At each step a walker follows the BFS teacher with probability
 ``p_teacher``; otherwise it samples from the policy at ``temperature``
 (or takes the argmax in greedy mode). Log-probabilities are of the policy
 itself (temperature 1), which is what the losses differentiate. Each step
-draws two uniforms per walker from ``fold_in(rng, t)``: one for the
-teacher coin, one for inverse-CDF sampling.
+uses two uniforms per walker: one for the teacher coin, one for inverse-CDF
+sampling; :func:`rollout` draws all of them, [B, W, T, 2], in one call.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ class Trajectory:
 
 @flax.struct.dataclass
 class Prepared:
-  """Per-question quantities shared by all its walkers."""
+  """Per-question quantities shared by all its walkers (``tables``: the
+  policy's :meth:`WalkerPolicy.node_tables`)."""
   graph: env.WalkGraph
   tables: dict
   rewards: reward_lib.RewardTables
@@ -128,8 +129,8 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
   teacher_action = teacher.teacher_actions(distance, actions.edge,
                                            actions.mask, actions.score,
                                            inputs.receivers)
-  tables = policy.apply(params, inputs.node_emb, rel_emb, inputs.query,
-                        inputs.target, method=WalkerPolicy.prepare)
+  tables = policy.apply(params, inputs.node_emb, inputs.query, inputs.target,
+                        method=WalkerPolicy.node_tables)
   graph = env.WalkGraph(
       action_edge=actions.edge, action_mask=actions.mask,
       action_node=inputs.receivers[actions.edge],
@@ -161,26 +162,32 @@ def first_argmax(x):
   return jnp.min(jnp.where(hit, jnp.arange(x.shape[-1]), x.shape[-1]))
 
 
-def walk(policy: WalkerPolicy, params, prep: Prepared, start, rng,
-         p_teacher, cfg: RolloutConfig,
+def relation_tables(policy: WalkerPolicy, params, rel_emb) -> dict:
+  """The policy's question-independent tables (once per batch)."""
+  return policy.apply(params, rel_emb, method=WalkerPolicy.relation_tables)
+
+
+def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
+         start, uniforms, p_teacher, cfg: RolloutConfig,
          weights: reward_lib.RewardWeights) -> Trajectory:
-  """One walker's episode from ``start`` (a scan over ``max_steps``)."""
-  graph, tables = prep.graph, prep.tables
+  """One walker's episode from ``start`` (a scan over ``max_steps``);
+  ``rel_tables`` from :func:`relation_tables`; ``uniforms`` float32 [T, 2]
+  in [0, 1): per step, the sampling and the teacher-coin draws."""
+  graph, tables = prep.graph, {**rel_tables, **prep.tables}
   state = env.reset(graph, start, cfg.max_steps)
   carry = policy.apply(params, tables, start, method=WalkerPolicy.start)
 
   def body(loop, t):
     state, carry = loop
     node = state.node
-    logits = policy.apply(params, tables, carry, node,
-                          graph.action_relation[node], graph.action_node[node],
-                          method=WalkerPolicy.logits)
+    logits = policy.apply(params, tables, carry, graph.action_relation[node],
+                          graph.action_node[node], method=WalkerPolicy.logits)
     logits = edge_memory.rerank(logits, prep.action_quality[node],
                                 cfg.memory_beta)
     valid = env.valid_actions(graph, state)
     log_probs = masked_log_softmax(logits, valid)
     probs = jnp.exp(log_probs)
-    u_sample, u_teacher = jax.random.uniform(jax.random.fold_in(rng, t), (2,))
+    u_sample, u_teacher = uniforms[t, 0], uniforms[t, 1]
     if cfg.temperature == 1.0:
       sample_probs = jax.lax.stop_gradient(probs)
     else:
@@ -229,13 +236,14 @@ def rollout(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb, rng,
   """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
   [B, W]; returns a :class:`Trajectory` with leading axes [B, W]."""
   prep = jax.vmap(lambda x: prepare(policy, params, x, rel_emb, cfg))(inputs)
+  rel_tables = relation_tables(policy, params, rel_emb)
   b, w = inputs.starts.shape
-  keys = jax.random.split(rng, b * w)
-  keys = keys.reshape((b, w) + keys.shape[1:])
+  uniforms = jax.random.uniform(rng, (b, w, cfg.max_steps, 2))
   per_walker = jax.vmap(
-      lambda p, s, k: walk(policy, params, p, s, k, p_teacher, cfg, weights),
+      lambda p, s, u: walk(policy, params, p, rel_tables, s, u, p_teacher,
+                           cfg, weights),
       in_axes=(None, 0, 0))
-  return jax.vmap(per_walker)(prep, inputs.starts, keys)
+  return jax.vmap(per_walker)(prep, inputs.starts, uniforms)
 
 
 def distinct_paths(nodes, edges, valid):

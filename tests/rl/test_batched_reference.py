@@ -14,6 +14,7 @@ import pytest
 from racer_jax.data import batch as batch_lib
 from racer_jax.kg.relations import NUM_RELATIONS
 from racer_jax.rl import batched_reference as br
+from racer_jax.rl import reference
 from racer_jax.rl import torch_reference as tr
 from racer_jax.rl import train as train_lib
 from racer_jax.rl.inputs import walk_inputs
@@ -72,10 +73,13 @@ def test_prepare_matches_jax(questions, case, impl):
                        ("teacher", prep.teacher),
                        ("distance", prep.distance)):
       np.testing.assert_array_equal(got[name], want, err_msg=name)
-    for name, want in prep.tables.items():
-      have = got[name] if got[name].ndim == 3 else got[name][None]
-      np.testing.assert_allclose(np.broadcast_to(have, want.shape), want,
-                                 rtol=1e-5, atol=1e-6, err_msg=name)
+    for b in range(x.node_emb.shape[0]):  # the plain reference's tables
+      want = reference.policy_tables(params, x.node_emb[b], rel_emb,
+                                     x.query[b], x.target[b])
+      for name, table in want.items():
+        have = got[name][b] if got[name].ndim == 3 else got[name]
+        np.testing.assert_allclose(have, table, rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -147,7 +147,14 @@ def test_prepare_matches_reference(questions, case):
   """Pruned actions, BFS distance, teacher and all tables, at every node."""
   inputs, rel_emb = questions
   _, cfg = CASES[case]
-  _, params = _policy(CASES[case][0])
+  policy, params = _policy(CASES[case][0])
+  x = _row(inputs[0], 0)
+  want = reference.layout_tables(params, x.node_emb, rel_emb, x.query,
+                                 x.target)
+  for name, table in rollout_lib.relation_tables(policy, params,
+                                                 rel_emb).items():
+    np.testing.assert_allclose(table, want[name], rtol=1e-5, atol=1e-6,
+                               err_msg=name)
   for i, x in enumerate(inputs):
     _, prep = jax.device_get(_rollout(case)(params, x, rel_emb,
                                             jax.random.PRNGKey(0), 0.0))
@@ -159,9 +166,12 @@ def test_prepare_matches_reference(questions, case):
       np.testing.assert_array_equal(acts["edge"], got.graph.action_edge)
       np.testing.assert_array_equal(ref["distance"], got.distance)
       np.testing.assert_array_equal(ref["teacher"], got.teacher)
-      for name, table in ref["tables"].items():
-        np.testing.assert_allclose(table, got.tables[name], rtol=1e-5,
-                                   atol=1e-6, err_msg=name)
+      row = _row(x, b)
+      want = reference.layout_tables(params, row.node_emb, rel_emb, row.query,
+                                     row.target)
+      for name, table in got.tables.items():
+        np.testing.assert_allclose(table, want[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
       np.testing.assert_allclose(ref["rel_query"], got.rewards.rel_query,
                                  rtol=1e-6, atol=1e-7)
       np.testing.assert_allclose(ref["node_target"], got.rewards.node_target,

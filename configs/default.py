@@ -43,6 +43,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.batch.batch_size = 32
   config.batch.num_choices = 5
   config.batch.buckets = ((32, 128), (64, 512), (128, 1536), (256, 4096))
+  # Question shards of the training split (0: one per process). Each
+  # process loads only its shards; a batch is one sub-batch per shard.
+  config.batch.shards = 0
 
   config.report = ml_collections.ConfigDict()
   config.report.reach_hops = 3

@@ -27,6 +27,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags, logging  # noqa: E402
+import jax  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from racer_jax.driver import train_answer, train_hygrl  # noqa: E402
@@ -83,6 +84,11 @@ def main(argv):
   elif config.train.stage != "walker":
     raise app.UsageError(f"train.stage={config.train.stage!r}; expected "
                          "walker, refiner or answer")
+  if jax.process_count() > 1 and run is not train_walker.train:
+    raise app.UsageError(
+        f"method={config.method!r} stage={config.train.stage!r} trains in "
+        "one process; multi-process training covers the walker "
+        "(method=racer, stage=walker)")
   metrics = run(config, _DATA_DIR.value, _WORKDIR.value,
                 progress=_PROGRESS.value)
   if distributed.is_primary():

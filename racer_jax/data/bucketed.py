@@ -26,14 +26,19 @@ class BucketedDataset:
     gold: gold choice per question (None when unlabeled).
     query: float32 [Q, dq] question embeddings.
     buckets: ``(N, E)`` budgets; every subgraph must fit one.
+    ids: int [Q] what a batch's ``example_index`` reports for each question
+      (default ``0 .. Q-1``; a shard of a split passes the split's indices).
   """
 
   def __init__(self, subgraphs: Sequence[Subgraph],
                gold: Sequence[int | None], query: np.ndarray, *,
                buckets: Sequence[tuple[int, int]], num_choices: int,
-               max_degree: int):
+               max_degree: int, ids: Sequence[int] | None = None):
     self.buckets = [tuple(b) for b in buckets]
     self.num_questions = len(subgraphs)
+    self.ids = (np.arange(self.num_questions) if ids is None else
+                np.asarray(ids, np.int64))
+    self._pad_args = (num_choices, max_degree)
     self.gold = np.array([-1 if g is None else g for g in gold], np.int32)
     self.query = np.asarray(query, np.float32)
     if self.query.shape[0] != self.num_questions:
@@ -58,26 +63,45 @@ class BucketedDataset:
                                max_degree))  # the filler row, last
       self._stacks[b] = jax.tree.map(lambda *xs: np.stack(xs), *rows)
 
+  def _stack(self, bucket: int):
+    """The bucket's stacked rows (the filler row last; only the filler
+    for a bucket without questions here, e.g. in one shard of a split)."""
+    if bucket not in self._stacks:
+      n, e = self.buckets[bucket]
+      filler = pad_subgraph(empty_subgraph(self._pad_args[1]), n, e,
+                            *self._pad_args)
+      self._stacks[bucket] = jax.tree.map(lambda x: x[None], filler)
+    return self._stacks[bucket]
+
   def batch(self, bucket: int, positions: np.ndarray, batch_size: int,
             rows: slice | None = None) -> GraphBatch:
-    """The questions ``members[bucket][positions]``, filled to batch_size;
-    with ``rows``, only those rows of it (a process's share of a global
-    batch in a multi-process run: nothing else is padded or copied)."""
+    """The questions ``members[bucket][positions]``, filled to batch_size
+    (no positions: filler only); with ``rows``, only those rows of it (a
+    process's share of a global batch: nothing else is padded or copied)."""
     positions = np.asarray(positions, np.int64)
-    if not 0 < positions.size <= batch_size:
-      raise ValueError(f"need 1..{batch_size} positions")
+    if positions.size > batch_size:
+      raise ValueError(f"{positions.size} positions for a batch of "
+                       f"{batch_size}")
     take = rows
-    filler = len(self.members[bucket])
+    members = self.members.get(bucket, np.zeros(0, np.int64))
+    filler = len(members)
     rows = np.full(batch_size, filler, np.int64)
     rows[:positions.size] = positions
     real = np.arange(batch_size) < positions.size
-    index = np.where(real, self.members[bucket][np.minimum(rows, filler - 1)],
-                     -1).astype(np.int32)
+    index = np.where(real, self.ids[members[np.minimum(rows, filler - 1)]]
+                     if filler else -1, -1).astype(np.int32)
+    local = np.where(real, members[np.minimum(rows, filler - 1)]
+                     if filler else 0, 0)
     if take is not None:
-      rows, real, index = rows[take], real[take], index[take]
-    stacked = jax.tree.map(lambda x: x[rows], self._stacks[bucket])
-    query = np.where(real[:, None], self.query[np.maximum(index, 0)], 0.0)
-    gold = np.where(real, self.gold[np.maximum(index, 0)], -1)
+      rows, real, index, local = rows[take], real[take], index[take], \
+          local[take]
+    stacked = jax.tree.map(lambda x: x[rows], self._stack(bucket))
+    if self.num_questions:
+      query = np.where(real[:, None], self.query[local], 0.0)
+      gold = np.where(real, self.gold[local], -1)
+    else:  # an empty shard: filler rows only
+      query = np.zeros((real.size, self.query.shape[1]), np.float32)
+      gold = np.full(real.size, -1)
     return GraphBatch(gold=gold.astype(np.int32), example_mask=real,
                       example_index=index, query=query.astype(np.float32),
                       **stacked)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from typing import Sequence
 
 import numpy as np
@@ -55,25 +56,64 @@ def save_subgraphs(path, subgraphs: Sequence[Subgraph], max_degree: int):
   os.replace(tmp, path)
 
 
-def load_subgraphs(path) -> list[Subgraph]:
-  """Reads subgraphs written by :func:`save_subgraphs`."""
-  with np.load(os.fspath(path)) as z:
-    a = {k: z[k] for k in z.files}
-  no, eo = a["node_offsets"], a["edge_offsets"]
-  choice_off = _offsets(np.diff(no) * a["num_choices"])
+def _npz_member(path, name: str) -> np.ndarray:
+  """A read-only memory map of one array of an uncompressed ``.npz`` (as
+  :func:`save_subgraphs` writes): slicing it reads only those bytes."""
+  with zipfile.ZipFile(path) as zf:
+    info = zf.getinfo(name + ".npy")
+  if info.compress_type != zipfile.ZIP_STORED:
+    return np.load(path)[name]
+  with open(path, "rb") as f:
+    f.seek(info.header_offset)
+    local = f.read(30)  # the member's local header: lengths at bytes 26-29
+    skip = int.from_bytes(local[26:28], "little") + int.from_bytes(
+        local[28:30], "little")
+    f.seek(info.header_offset + 30 + skip)
+    version = np.lib.format.read_magic(f)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read_header(f)
+    offset = f.tell()
+  if not np.prod(shape, dtype=np.int64):
+    return np.zeros(shape, dtype)
+  return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                   order="F" if fortran else "C")
+
+
+def subgraph_sizes(path) -> tuple[np.ndarray, np.ndarray]:
+  """``(num_nodes, num_edges)`` int64 [Q] of every cached subgraph, from the
+  offsets alone (nothing else of the file is read)."""
+  no = np.asarray(_npz_member(os.fspath(path), "node_offsets"))
+  eo = np.asarray(_npz_member(os.fspath(path), "edge_offsets"))
+  return np.diff(no), np.diff(eo)
+
+
+def load_subgraphs(path, select: Sequence[int] | None = None
+                   ) -> list[Subgraph]:
+  """Reads subgraphs written by :func:`save_subgraphs`: all of them, or the
+  questions ``select`` (in that order), reading only their bytes."""
+  path = os.fspath(path)
+  with zipfile.ZipFile(path) as zf:
+    names = [n[:-len(".npy")] for n in zf.namelist()]
+  a = {k: _npz_member(path, k) for k in names}
+  no, eo = np.asarray(a["node_offsets"]), np.asarray(a["edge_offsets"])
+  num_choices = np.asarray(a["num_choices"])
+  choice_off = _offsets(np.diff(no) * num_choices)
+  stats = {k: np.asarray(a["stat_" + k]) for k in _STATS}
   out = []
-  for i in range(len(a["num_choices"])):
+  for i in (range(len(num_choices)) if select is None else select):
     n0, n1, e0, e1 = no[i], no[i + 1], eo[i], eo[i + 1]
-    c = int(a["num_choices"][i])
+    c = int(num_choices[i])
+    take = lambda name, lo, hi: np.array(a[name][lo:hi])
     out.append(Subgraph(
-        nodes=a["nodes"][n0:n1], is_question=a["is_question"][n0:n1],
-        choice_mask=a["choice_mask"][choice_off[i]:choice_off[i + 1]].reshape(
-            n1 - n0, c),
-        senders=a["senders"][e0:e1], receivers=a["receivers"][e0:e1],
-        relation=a["relation"][e0:e1], edge_id=a["edge_id"][e0:e1],
-        weight=a["weight"][e0:e1], neighbors=a["neighbors"][n0:n1],
-        hop=a["hop"][n0:n1],
-        stats={k: int(a["stat_" + k][i]) for k in _STATS}))
+        nodes=take("nodes", n0, n1), is_question=take("is_question", n0, n1),
+        choice_mask=take("choice_mask", choice_off[i],
+                         choice_off[i + 1]).reshape(n1 - n0, c),
+        senders=take("senders", e0, e1), receivers=take("receivers", e0, e1),
+        relation=take("relation", e0, e1), edge_id=take("edge_id", e0, e1),
+        weight=take("weight", e0, e1), neighbors=take("neighbors", n0, n1),
+        hop=take("hop", n0, n1),
+        stats={k: int(stats[k][i]) for k in _STATS}))
   return out
 
 

@@ -90,8 +90,34 @@ def save_run_config(config, workdir, stage: str) -> None:
   (Path(workdir) / "config.json").write_text(config.to_json(indent=1))
 
 
+def question_shards(config) -> tuple[int, range]:
+  """``(S, the shards this process holds)`` of the training split: S is
+  ``batch.shards`` or, when 0, the number of processes."""
+  import jax
+  from racer_jax.data.sharded import local_shards
+  from racer_jax.errors import ConfigError
+  count = jax.process_count()
+  num = config.batch.get("shards", 0) or count
+  if num % count:
+    raise ConfigError(f"batch.shards={num} cannot be split evenly over "
+                      f"{count} processes")
+  if config.batch.batch_size % num:
+    raise ConfigError(f"batch.batch_size={config.batch.batch_size} is not "
+                      f"divisible by {num} question shards")
+  if num > 1 and config.get("curriculum", {}).get("enabled", False):
+    raise ConfigError(f"curriculum.enabled with {num} question shards: the "
+                      "curriculum ranks every question of the split, so it "
+                      "runs on one unsharded process")
+  t = config.train
+  if num > 1 and t.eval_every and config.eval.split == t.split:
+    raise ConfigError(f"train.eval_every on the training split "
+                      f"({t.split!r}) with {num} question shards: evaluate "
+                      "another split, or the checkpoints afterwards")
+  return num, local_shards(num, jax.process_index(), count)
+
+
 def start_run(config, data_dir, workdir, *, progress: bool, log,
-              stage: str = "walker"):
+              stage: str = "walker", shards=None):
   """What every training run does first: create ``workdir``, save the
   config there, and load the training split (plus ``eval.split`` when
   ``train.eval_every`` is set). Returns ``(workdir, workspace, eval_split or
@@ -108,7 +134,8 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
   def load():
     return load_workspace(config, data_dir, prep_dir_of(config, workdir),
                           splits, progress=progress and primary,
-                          log=log if primary else (lambda _: None))
+                          log=log if primary else (lambda _: None),
+                          shards=shards)
   if jax.process_count() == 1:
     workdir.mkdir(parents=True, exist_ok=True)
     save_run_config(config, workdir, stage)

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from racer_jax.data import cache, datasets, prepare, qa
+from racer_jax.data import sharded as sharded_lib
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.kg.store import KnowledgeGraph
 from racer_jax.kg.subgraph import Subgraph
@@ -19,9 +20,11 @@ from racer_jax.text import tables
 
 @dataclasses.dataclass
 class SplitData:
+  """A loaded split. When sharded, ``examples`` is the whole split (text)
+  and ``subgraphs``/``dataset`` hold only this process's shards."""
   examples: list[qa.QAExample]
   subgraphs: list[Subgraph]
-  dataset: BucketedDataset
+  dataset: BucketedDataset | sharded_lib.ShardedDataset
 
 
 @dataclasses.dataclass
@@ -41,8 +44,16 @@ def make_encoder(config) -> encoder_lib.TextEncoder:
 
 def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
                    progress: bool = True,
-                   log: Callable[[str], None] = print) -> Workspace:
-  """Prepares (or reuses) ``splits`` in ``prep_dir`` and loads them."""
+                   log: Callable[[str], None] = print,
+                   shards: dict[str, tuple[int, Sequence[int]]] | None = None
+                   ) -> Workspace:
+  """Prepares (or reuses) ``splits`` in ``prep_dir`` and loads them.
+
+  ``shards`` maps a split to ``(S, the shards to hold)``: that split is
+  loaded as a :class:`ShardedDataset`, reading and padding only the held
+  shards' questions from the subgraph cache.
+  """
+  shards = shards or {}
   prep_dir = Path(prep_dir)
   config = config.copy_and_resolve_references()
   with config.unlocked():
@@ -57,19 +68,40 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
   for split in splits:
     examples, _ = qa.load_jsonl(datasets.split_path(config, split, data_dir),
                                 on_bad_line=config.data.on_bad_line)
-    subgraphs = cache.load_subgraphs(prep_dir / f"{split}.subgraphs.npz")
-    if len(examples) != len(subgraphs):
-      raise RuntimeError(f"{prep_dir}: {len(subgraphs)} cached subgraphs "
+    cached = prep_dir / f"{split}.subgraphs.npz"
+    num_nodes, num_edges = cache.subgraph_sizes(cached)
+    if len(examples) != len(num_nodes):
+      raise RuntimeError(f"{prep_dir}: {len(num_nodes)} cached subgraphs "
                          f"for {len(examples)} {split} questions; delete "
                          f"{split}.meta.json to rebuild")
     query = tables.cached_encode(
         prep_dir / f"{split}.query.{encoder.name}.npz",
         [e.stem for e in examples], encoder, log)
-    dataset = BucketedDataset(
-        subgraphs, [e.answer_index for e in examples], query,
-        buckets=[tuple(b) for b in config.batch.buckets],
-        num_choices=config.batch.num_choices,
-        max_degree=config.subgraph.max_degree)
+    buckets = [tuple(b) for b in config.batch.buckets]
+
+    def dataset_of(ids, subgraphs):
+      return BucketedDataset(
+          subgraphs, [examples[i].answer_index for i in ids], query[ids],
+          buckets=buckets, num_choices=config.batch.num_choices,
+          max_degree=config.subgraph.max_degree, ids=ids)
+    if split not in shards:
+      subgraphs = cache.load_subgraphs(cached)
+      out[split] = SplitData(examples, subgraphs,
+                             dataset_of(np.arange(len(examples)), subgraphs))
+      continue
+    num_shards, held = shards[split]
+    bounds = sharded_lib.shard_bounds(len(examples), num_shards)
+    parts, subgraphs = {}, []
+    for s in held:
+      ids = np.arange(bounds[s], bounds[s + 1])
+      mine = cache.load_subgraphs(cached, select=ids)
+      parts[s] = dataset_of(ids, mine)
+      subgraphs += mine
+    dataset = sharded_lib.ShardedDataset(
+        sharded_lib.bucket_of(num_nodes, num_edges, buckets), num_shards,
+        parts)
+    log(f"{split}: holding question shards {list(held)} of {num_shards} "
+        f"({dataset.num_questions:,} of {len(examples):,} questions)")
     out[split] = SplitData(examples, subgraphs, dataset)
   return Workspace(kg=kg, concept_emb=concept_emb, relation_emb=relation_emb,
                    splits=out, prep_dir=prep_dir, report=report)

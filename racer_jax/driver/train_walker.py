@@ -18,8 +18,8 @@ import numpy as np
 from racer_jax.data import curriculum
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.common import (make_policy, memory_on, p_teacher_at,
-                                     restore_walker, start_run,
-                                     walker_train_config)
+                                     question_shards, restore_walker,
+                                     start_run, walker_train_config)
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
 from racer_jax.eval.walker_eval import run_eval
@@ -77,9 +77,11 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   ``stop_after`` ends this invocation after that many updates (as if the
   process were stopped); the next call with the same workdir resumes.
   """
-  workdir, ws, eval_split = start_run(config, data_dir, workdir,
-                                      progress=progress, log=log)
   t = config.train
+  num_shards, held = question_shards(config)
+  workdir, ws, eval_split = start_run(
+      config, data_dir, workdir, progress=progress, log=log,
+      shards={t.split: (num_shards, held)} if num_shards > 1 else None)
   if jax.process_count() > 1 and t.eval_every:
     raise ValueError("train.eval_every runs on one process; in a "
                      "multi-process run set it to 0 and evaluate the "
@@ -103,7 +105,11 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         log))
   if config.walker.get("heuristic_weight", 0.0) and theta is None:
     from racer_jax.driver.train_hygrl import calibrate
-    theta = calibrate(config, dataset, ws.concept_emb, log).tolist()
+    theta = calibrate(config, dataset, ws.concept_emb, log)
+    if jax.process_count() > 1:  # every process uses process 0's fit
+      from jax.experimental import multihost_utils
+      theta = multihost_utils.broadcast_one_to_all(theta)
+    theta = np.asarray(theta).tolist()
   start = int(state.step)
   mesh = parallel.make_mesh(t.num_devices)
   theta_dev = None if theta is None else parallel.replicate(

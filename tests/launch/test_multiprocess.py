@@ -1,7 +1,8 @@
 """launch/train.py across processes: 2 processes x 4 CPU devices (gloo
-collectives over 127.0.0.1) train the demo walker to the same parameters
-as one process with 8 devices; a killed peer makes the survivor exit with
-a clear error instead of hanging."""
+collectives over 127.0.0.1), each loading only its half of the questions,
+train the demo walker to the same parameters as one process with 8 devices
+and the same two question shards; a killed peer makes the survivor exit
+with a clear error instead of hanging."""
 
 import os
 import signal
@@ -77,13 +78,16 @@ def _final(workdir, steps):
 def test_two_processes_match_one_process_with_eight_devices(tmp_path):
   steps = 10
   single = subprocess.run(_flags(tmp_path, steps) + [
-      f"--workdir={tmp_path / 'single'}"], cwd=tmp_path, env=_env(8),
+      f"--workdir={tmp_path / 'single'}", "--config.batch.shards=2"],
+      cwd=tmp_path, env=_env(8),
       capture_output=True, text=True, timeout=600)
   assert single.returncode == 0, single.stderr[-3000:]
   procs = _start_pair(tmp_path, tmp_path / "multi", steps)
   outs = [p.communicate(timeout=600) for p in procs]
   for p, (_, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
+  assert "holding question shards [0, 1] of 2" in single.stdout
+  assert "holding question shards [0] of 2" in outs[0][0]  # process 0 logs
   reports = [[x for x in out.splitlines() if x.startswith("{")]
              for out, _ in outs]
   assert len(reports[0]) == 1 and not reports[1]  # process 0 reports

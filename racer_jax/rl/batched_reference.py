@@ -24,13 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from racer_jax.graph.teacher import UNREACHABLE
-from racer_jax.rl.policy import MASKED_LOGIT
+from racer_jax.rl.policy import GATES, MASKED_LOGIT
 from racer_jax.rl.reference import _as_numpy, _unwrap, recurrent_kind
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
 
 F32 = np.float32
-GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
 
 
 def _take(table, index):

@@ -26,7 +26,7 @@ import collections.abc
 import numpy as np
 
 from racer_jax.graph.teacher import UNREACHABLE
-from racer_jax.rl.policy import MASKED_LOGIT
+from racer_jax.rl.policy import GATES, MASKED_LOGIT
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
 
@@ -157,9 +157,7 @@ def layout_tables(params, node_emb, rel_emb, query, target) -> dict:
   ``hist_rel``, biases included)."""
   p, t = _unwrap(params), policy_tables(params, node_emb, rel_emb, query,
                                         target)
-  c = p["cell"]
-  gates = ("r", "z", "n") if recurrent_kind(params) == "gru" else (
-      "i", "f", "g", "o")
+  c, gates = p["cell"], GATES[recurrent_kind(params)]
   return {"node_emb": node_emb,
           "context": (_dense(p["query_ctx"], query) +
                       _dense(p["target_ctx"], target) + p["node_ctx"]["bias"]),

@@ -27,8 +27,7 @@ import types
 import numpy as np
 
 from racer_jax.graph.teacher import UNREACHABLE
-from racer_jax.rl.batched_reference import GATES
-from racer_jax.rl.policy import MASKED_LOGIT
+from racer_jax.rl.policy import GATES, MASKED_LOGIT
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
 

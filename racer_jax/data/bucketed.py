@@ -88,10 +88,10 @@ class BucketedDataset:
     rows = np.full(batch_size, filler, np.int64)
     rows[:positions.size] = positions
     real = np.arange(batch_size) < positions.size
-    index = np.where(real, self.ids[members[np.minimum(rows, filler - 1)]]
-                     if filler else -1, -1).astype(np.int32)
     local = np.where(real, members[np.minimum(rows, filler - 1)]
-                     if filler else 0, 0)
+                     if filler else 0, 0)        # rows of this dataset
+    index = np.where(real, self.ids[local] if filler else -1,
+                     -1).astype(np.int32)         # what the batch reports
     if take is not None:
       rows, real, index, local = rows[take], real[take], index[take], \
           local[take]

@@ -16,7 +16,8 @@ from racer_jax.errors import ConfigError
 
 # key -> (kind, lower bound, upper bound); None: unbounded on that side.
 _INT_AT_LEAST = {
-    "batch.batch_size": 1, "batch.num_choices": 2, "batch.shards": 0, "train.num_steps": 0,
+    "batch.batch_size": 1, "batch.num_choices": 2, "batch.shards": 0,
+    "train.num_steps": 0,
     "train.log_every": 1, "train.checkpoint_every": 1,
     "train.max_to_keep": 1, "train.eval_every": 0, "train.num_devices": 0,
     "walker.max_steps": 1, "walker.top_k": 1, "walker.num_walkers": 1,
@@ -107,8 +108,3 @@ def check_config(config) -> None:
   if shards is not _MISSING and shards and batch % shards:
     raise ConfigError(f"batch.batch_size={batch} is not divisible by "
                       f"batch.shards={shards}")
-  if shards is not _MISSING and shards and shards > 1 and _get(
-      config, "curriculum.enabled") is True:
-    raise ConfigError(f"curriculum.enabled with batch.shards={shards}: the "
-                      "curriculum ranks every question of the split, so it "
-                      "runs on an unsharded split (one process)")

@@ -7,6 +7,7 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.data import cache, sharded
+from racer_jax.driver import common
 from racer_jax.driver.inputs import load_workspace
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -110,5 +111,6 @@ def test_impossible_shard_settings_name_the_key():
     check_config(config)
   config.batch.shards = 2
   config.curriculum.enabled = True
+  check_config(config)  # each value is possible; the pair is not:
   with pytest.raises(ConfigError, match="curriculum.enabled"):
-    check_config(config)
+    common.question_shards(config)

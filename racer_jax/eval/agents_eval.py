@@ -40,7 +40,7 @@ from racer_jax.agents.pipeline import build_graph_agent
 from racer_jax.driver import common
 from racer_jax.driver.inputs import load_workspace, make_encoder
 from racer_jax.eval import metrics as metrics_lib
-from racer_jax.eval import passes, report
+from racer_jax.eval import paired, passes, report
 
 # name -> what changes.
 ABLATIONS = {
@@ -98,14 +98,14 @@ def common_split(rconfig, split, data_dir):
                              datasets.resolve_data_dir(data_dir))
 
 
-def head_only_accuracy(answerer: LocalAnswerer, examples) -> float:
+def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
+  """``{question id: right}`` of the answer model shown no knowledge, over
+  the labeled questions."""
   requests = [AnswerRequest(e.stem, list(e.choices), [""] * len(e.choices))
               for e in examples]
-  probs = answerer.probs(requests)
-  gold = np.array([-1 if e.answer_index is None else e.answer_index
-                   for e in examples])
-  keep = gold >= 0
-  return float(np.mean(np.argmax(probs[keep], -1) == gold[keep]))
+  prediction = np.argmax(answerer.probs(requests), -1)
+  return {e.id: bool(p == e.answer_index)
+          for e, p in zip(examples, prediction) if e.answer_index is not None}
 
 
 def evaluate(config, data_dir, workdir, *, split: str | None = None,
@@ -258,8 +258,15 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   if data.examples and data.examples[0].answer_index is not None:
     baseline = (LocalAnswerer(baseline_workdir, log=log) if baseline_workdir
                 else local)
-    figures["accuracy_answer_head_only"] = head_only_accuracy(
-        baseline, data.examples)
+    head_only = head_only_correct(baseline, data.examples)
+    figures["accuracy_answer_head_only"] = float(np.mean(list(
+        head_only.values())))
+    # The knowledge's gain, paired over the same questions (seed 0).
+    full_correct = {r["id"]: bool(r["correct"]) for r in full0
+                    if r.get("correct") is not None}
+    figures["knowledge_gain"] = paired.paired_comparison(
+        *paired.align(head_only, full_correct, "answer head only",
+                      "full system"), seed=config.seed)
     figures["answer_head_only_source"] = (str(baseline_workdir) if
                                           baseline_workdir else
                                           "this model, no knowledge")

@@ -87,6 +87,16 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
   for key in ("accuracy_answer_head_only", "triples_verified_fraction"):
     if key in figures:
       lines.append(f"| {key} | {_fmt(figures[key])} |")
+  gain = figures.get("knowledge_gain")
+  if gain:
+    low, high = gain["difference_ci95"]
+    lines += ["", f"Knowledge gain over the answer head alone (seed 0, "
+              f"paired over {gain['questions']} questions): "
+              f"{gain['difference']:+.3f}, 95% bootstrap interval "
+              f"[{low:+.3f}, {high:+.3f}], McNemar p = "
+              f"{gain['mcnemar_p']:.3g} ({gain['b_only_correct']} questions "
+              f"only the full system gets right, {gain['a_only_correct']} "
+              "only the head alone)."]
   lines += ["", "## Ablations", ""]
   table = figures.get("ablations", {})
   if table:

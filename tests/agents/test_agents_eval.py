@@ -29,6 +29,12 @@ def test_agents_evaluation_cli(answer_run, demo_workspace):
   assert figures["triples_verified_fraction"] == 1.0
   assert figures["llm_calls_per_question"] == 0  # local backend
   assert figures["tokens_per_question"] == 0
+  gain = figures["knowledge_gain"]  # paired: head alone (a) vs full (b)
+  assert gain["accuracy_a"] == pytest.approx(
+      figures["accuracy_answer_head_only"])
+  assert gain["accuracy_b"] == pytest.approx(figures["accuracy"])
+  assert gain["difference_ci95"][0] <= gain["difference"] <= \
+      gain["difference_ci95"][1]
   rows = [json.loads(x) for x in
           (workdir / "eval" / "dev" / "full.seed0.jsonl").read_text().splitlines()]
   examples = demo_workspace.splits["dev"].examples

@@ -1,0 +1,110 @@
+"""Is one model really better than another on the same questions?
+
+Two accuracies measured on the same N questions differ by chance by about
+``sqrt(2 p (1 - p) / N)`` (~2.4 points at N = 834, p = 0.5), so a gain is
+reported with its paired statistics:
+
+- a paired bootstrap: resample the questions with replacement and take the
+  2.5 / 97.5 percentiles of the accuracy difference (both models see the same
+  resampled questions, so the shared difficulty of a question cancels);
+- McNemar's exact test: under "no difference", each question that exactly
+  one model gets right is equally likely to be either model's, so the count
+  of B-only wins among the discordant questions is Binomial(n, 1/2)
+  (``scipy.stats.binomtest``, two-sided).
+
+Predictions are the JSONL files the runs write (one object per question with
+``id``, ``gold`` and ``prediction``, or ``correct``): the answer stage's
+``eval/<split>_step<N>.answer.jsonl`` and the agents evaluation's records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from racer_jax.errors import DataError
+
+
+def load_correct(path) -> dict[str, bool]:
+  """``{question id: answered correctly}`` from a predictions file; an
+  unlabeled question (gold ``-1`` / ``None``) is skipped."""
+  path = Path(path)
+  out: dict[str, bool] = {}
+  with open(path, encoding="utf-8") as f:
+    for n, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise DataError(path, n, None, f"not JSON: {e}") from e
+      qid = record.get("id")
+      if not isinstance(qid, str):
+        raise DataError(path, n, "id", f"missing or not a string: {qid!r}")
+      if qid in out:
+        raise DataError(path, n, "id", f"{qid!r} appears twice")
+      if "correct" in record:
+        if record["correct"] is None:
+          continue
+        out[qid] = bool(record["correct"])
+        continue
+      gold, prediction = record.get("gold"), record.get("prediction")
+      if gold is None or gold == -1:
+        continue
+      if not isinstance(prediction, int) or not isinstance(gold, int):
+        raise DataError(path, n, "prediction", "needs integer gold and "
+                        f"prediction (or a correct field), got {gold!r}, "
+                        f"{prediction!r}")
+      out[qid] = prediction == gold
+  return out
+
+
+def align(a: dict[str, bool], b: dict[str, bool], path_a="a", path_b="b"):
+  """bool arrays [N] over the questions both files answer; every question of
+  one file must be in the other (else the comparison is not paired)."""
+  only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+  if only_a or only_b:
+    raise DataError(path_b if only_a else path_a, None, "id",
+                    f"the files answer different questions: {len(only_a)} "
+                    f"only in {path_a} (e.g. {only_a[:2]}), {len(only_b)} "
+                    f"only in {path_b} (e.g. {only_b[:2]})")
+  ids = sorted(a)
+  return (np.array([a[i] for i in ids], bool),
+          np.array([b[i] for i in ids], bool))
+
+
+def paired_comparison(correct_a, correct_b, *, seed: int = 0,
+                      resamples: int = 10_000) -> dict:
+  """Accuracy of B minus A on the same questions, with its paired bootstrap
+  95% interval and McNemar's exact p-value.
+
+  Args:
+    correct_a, correct_b: bool [N], question i answered right by A / B.
+  """
+  a = np.asarray(correct_a, bool)
+  b = np.asarray(correct_b, bool)
+  if a.shape != b.shape or a.ndim != 1 or not a.size:
+    raise ValueError(f"need two bool vectors of one length N > 0, got "
+                     f"{a.shape} and {b.shape}")
+  n = a.size
+  diff = b.astype(np.float64) - a.astype(np.float64)      # [N] in {-1, 0, 1}
+  rng = np.random.default_rng(seed)
+  means = np.empty(resamples)
+  for start in range(0, resamples, 1000):                  # bounded memory
+    stop = min(start + 1000, resamples)
+    idx = rng.integers(0, n, size=(stop - start, n))
+    means[start:stop] = diff[idx].mean(axis=1)
+  low, high = np.percentile(means, [2.5, 97.5])
+  b_only, a_only = int(np.sum(b & ~a)), int(np.sum(a & ~b))
+  discordant = a_only + b_only
+  p = (stats.binomtest(b_only, discordant, 0.5).pvalue if discordant
+       else 1.0)
+  return {"questions": n, "accuracy_a": float(a.mean()),
+          "accuracy_b": float(b.mean()), "difference": float(diff.mean()),
+          "difference_ci95": [float(low), float(high)],
+          "a_only_correct": a_only, "b_only_correct": b_only,
+          "mcnemar_p": float(p), "bootstrap_resamples": resamples,
+          "seed": seed}

@@ -264,9 +264,11 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     # The knowledge's gain, paired over the same questions (seed 0).
     full_correct = {r["id"]: bool(r["correct"]) for r in full0
                     if r.get("correct") is not None}
-    figures["knowledge_gain"] = paired.paired_comparison(
-        *paired.align(head_only, full_correct, "answer head only",
-                      "full system"), seed=config.seed)
+    both = set(head_only) & set(full_correct)  # all labeled, normally
+    if both:
+      figures["knowledge_gain"] = paired.paired_comparison(
+          *paired.align({i: head_only[i] for i in both},
+                        {i: full_correct[i] for i in both}), seed=config.seed)
     figures["answer_head_only_source"] = (str(baseline_workdir) if
                                           baseline_workdir else
                                           "this model, no knowledge")

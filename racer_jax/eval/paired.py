@@ -4,8 +4,9 @@ Two accuracies measured on the same N questions differ by chance by about
 ``sqrt(2 p (1 - p) / N)`` (~2.4 points at N = 834, p = 0.5), so a gain is
 reported with its paired statistics:
 
-- a paired bootstrap: resample the questions with replacement and take the
-  2.5 / 97.5 percentiles of the accuracy difference (both models see the same
+- a paired bootstrap (``scipy.stats.bootstrap``, percentile method):
+  resample the questions with replacement and take the 2.5 / 97.5
+  percentiles of the accuracy difference (both models see the same
   resampled questions, so the shared difficulty of a question cancels);
 - McNemar's exact test: under "no difference", each question that exactly
   one model gets right is equally likely to be either model's, so the count
@@ -91,13 +92,11 @@ def paired_comparison(correct_a, correct_b, *, seed: int = 0,
                      f"{a.shape} and {b.shape}")
   n = a.size
   diff = b.astype(np.float64) - a.astype(np.float64)      # [N] in {-1, 0, 1}
-  rng = np.random.default_rng(seed)
-  means = np.empty(resamples)
-  for start in range(0, resamples, 1000):                  # bounded memory
-    stop = min(start + 1000, resamples)
-    idx = rng.integers(0, n, size=(stop - start, n))
-    means[start:stop] = diff[idx].mean(axis=1)
-  low, high = np.percentile(means, [2.5, 97.5])
+  interval = stats.bootstrap(
+      (diff,), np.mean, n_resamples=resamples, batch=1000,
+      confidence_level=0.95, method="percentile",
+      random_state=np.random.default_rng(seed)).confidence_interval
+  low, high = interval.low, interval.high
   b_only, a_only = int(np.sum(b & ~a)), int(np.sum(a & ~b))
   discordant = a_only + b_only
   p = (stats.binomtest(b_only, discordant, 0.5).pvalue if discordant

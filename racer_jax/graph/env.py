@@ -103,15 +103,14 @@ def step(graph: WalkGraph, state: WalkState, action, *,
   done = state.done | ~moved | (t >= max_steps)
   if stop_at_target:
     done = done | reached
-  at = jnp.minimum(state.t, max_steps - 1)
-  record = moved  # a finished walk leaves its path as it is
-  path_edges = state.path_edges.at[at].set(
-      jnp.where(record, edge, state.path_edges[at]))
-  path_relations = state.path_relations.at[at].set(
-      jnp.where(record, relation, state.path_relations[at]))
-  path_nodes = jnp.where(
-      jnp.arange(max_steps + 1) > state.t, node, state.path_nodes)
-  path_nodes = jnp.where(record, path_nodes, state.path_nodes)
+  # Record the move in slot ``state.t`` with selects, not ``.at[].set``:
+  # the slot is data-dependent, and batched that becomes a scatter (a
+  # serial loop on CPU). A finished walk leaves its path as it is.
+  slot = moved & (jnp.arange(max_steps) == state.t)
+  path_edges = jnp.where(slot, edge, state.path_edges)
+  path_relations = jnp.where(slot, relation, state.path_relations)
+  path_nodes = jnp.where(moved & (jnp.arange(max_steps + 1) > state.t),
+                         node, state.path_nodes)
   return WalkState(node=node, t=t, done=done, reached=reached,
                    path_nodes=path_nodes, path_edges=path_edges,
                    path_relations=path_relations), moved, edge

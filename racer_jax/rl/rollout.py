@@ -149,8 +149,16 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
 def sample_categorical(probs, u):
   """Inverse-CDF sample of index i with probability ``probs[i]`` from one
   uniform ``u`` in [0, 1) (cheaper than Gumbel-max: one random number per
-  walker and step instead of one per action)."""
-  cdf = jnp.cumsum(probs)
+  walker and step instead of one per action).
+
+  The CDF is a product with an upper-triangular matrix of ones: batched over
+  walkers that is one small matmul, where ``jnp.cumsum`` lowers to a
+  quadratic ``reduce-window`` on CPU (about 5% of a rollout at 4096
+  walkers). ``HIGHEST`` keeps it float32 on accelerators with TF32.
+  """
+  k = probs.shape[-1]
+  cdf = jnp.matmul(probs, jnp.triu(jnp.ones((k, k), probs.dtype)),
+                   precision=jax.lax.Precision.HIGHEST)
   index = jnp.sum(cdf <= u * cdf[-1])
   return jnp.minimum(index, probs.shape[-1] - 1).astype(jnp.int32)
 

@@ -160,7 +160,7 @@ def sample_categorical(probs, u):
   cdf = jnp.matmul(probs, jnp.triu(jnp.ones((k, k), probs.dtype)),
                    precision=jax.lax.Precision.HIGHEST)
   index = jnp.sum(cdf <= u * cdf[-1])
-  return jnp.minimum(index, probs.shape[-1] - 1).astype(jnp.int32)
+  return jnp.minimum(index, k - 1).astype(jnp.int32)
 
 
 def first_argmax(x):

@@ -16,7 +16,6 @@ compile times (AOT) are reported apart. The reference's sequences are
 checked against the JAX ones on the questions it times.
 """
 
-import os
 import time
 
 from absl import flags
@@ -31,7 +30,7 @@ from racer_jax.graph import beam
 from racer_jax.rl import hygrl
 from racer_jax.rl import hygrl_reference as reference
 
-from bench_rollout import _best  # launch/ is on sys.path (benchmark.py)
+from bench_rollout import _best, machine  # launch/ is on sys.path (benchmark.py)
 
 _QUESTIONS = flags.DEFINE_integer("hygrl_questions", 256, "hygrl: B, "
                                   "questions per batch (the bucket's usable "
@@ -173,6 +172,6 @@ def bench_hygrl(data_dir, prep_dir) -> dict:
           "pairs_per_step": cfg.pairs_per_step,
           "margin_weight": cfg.margin_weight, "seed": config.seed,
           "theta": [float(t) for t in theta]},
-      "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(),
+      "device": jax.devices()[0].device_kind, **machine(),
       "timing": f"best of {repeats} after a warm-up (python: best of "
                 f"{min(repeats, 2)})"}

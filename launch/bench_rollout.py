@@ -16,6 +16,8 @@ PyTorch (without torch: the same JAX update op by op under
 
 import dataclasses
 import os
+import platform
+from statistics import median
 import time
 
 from absl import flags
@@ -54,15 +56,54 @@ _PREP_DIR = flags.DEFINE_string("prep_dir", None, "rollout: prepared-data "
 
 
 
-def _best(fn, repeats: int) -> float:
-  """Best wall time of ``fn()`` over ``repeats`` runs after one warm-up."""
+def _times(fn, repeats: int) -> list[float]:
+  """Wall times of ``fn()`` over ``repeats`` runs after one warm-up."""
   fn()
   times = []
   for _ in range(max(repeats, 1)):
     t0 = time.perf_counter()
     fn()
     times.append(time.perf_counter() - t0)
-  return min(times)
+  return times
+
+
+def _best(fn, repeats: int) -> float:
+  """Best wall time of ``fn()`` over ``repeats`` runs after one warm-up."""
+  return min(_times(fn, repeats))
+
+
+def _timed(row: dict, name: str, fn, repeats: int) -> None:
+  """``row[name + "_s"]``: the best time; ``row[name + "_median_s"]``: the
+  median (eager references vary more from run to run than the compiled
+  program, so the ratios of medians are reported beside the best)."""
+  times = _times(fn, repeats)
+  row[name + "_s"], row[name + "_median_s"] = min(times), median(times)
+
+
+def machine() -> dict:
+  """What the ratios depend on: CPU model, its widest vector extension,
+  library versions (eager PyTorch gains more than XLA from AVX-512)."""
+  model, flags_ = platform.processor() or platform.machine(), set()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+          model = value.strip()
+        elif key.strip() in ("flags", "Features") and not flags_:
+          flags_ = set(value.split())
+  except OSError:
+    pass
+  isa = next((x for x in ("avx512f", "avx2", "avx", "sve", "asimd", "neon")
+              if x in flags_), "unknown")
+  out = {"cpu_model": model, "cpu_vector_isa": isa,
+         "cpu_count": os.cpu_count(), "jax_version": jax.__version__}
+  try:
+    import torch
+    out["torch_version"] = torch.__version__
+  except ImportError:
+    pass
+  return out
 
 
 class _RolloutBench:
@@ -123,10 +164,10 @@ class _RolloutBench:
     compiled = run.lower(*args).compile()
     row = {"walkers": b * w, "questions": b, "walkers_per_question": w,
            "jax_compile_s": time.perf_counter() - t0}
-    row["jax_s"] = _best(lambda: jax.block_until_ready(compiled(*args)),
-                         repeats)
+    _timed(row, "jax", lambda: jax.block_until_ready(compiled(*args)),
+           repeats)
     gen = np.random.default_rng(0)
-    row["numpy_batched_s"] = _best(lambda: batched_reference.rollout(
+    _timed(row, "numpy_batched", lambda: batched_reference.rollout(
         params, x, rel, gen, pt, cfg, weights), repeats)
     if self.torch:
       import torch
@@ -138,7 +179,7 @@ class _RolloutBench:
       def torch_run():
         with torch.no_grad():
           torch_reference.rollout(*targs)
-      row["torch_eager_s"] = _best(torch_run, repeats)
+      _timed(row, "torch_eager", torch_run, repeats)
     sub = max(1, min(b, _PY_MAX.value // w))  # whole questions
     rows = [jax.tree.map(lambda a, i=i: a[i], x) for i in range(sub)]
 
@@ -241,6 +282,11 @@ def bench_rollout(data_dir, prep_dir) -> dict:
       "speedup_vs_numpy_batched": top["numpy_batched_s"] / k,
       **({"speedup_vs_torch_eager": top["torch_eager_s"] / k}
          if "torch_eager_s" in top else {}),
+      # The same ratios from median times (run-to-run spread of the eager
+      # references).
+      **{f"median_speedup_vs_{name}": top[name + "_median_s"] /
+         top["jax_median_s"] for name in ("numpy_batched", "torch_eager")
+         if name + "_median_s" in top},
       "jax_walker_steps_per_second": top["jax_steps_per_s"],
       "jax_compile_s": top["jax_compile_s"], **train,
       "data": bench.data, "bucket": list(bench.ds.buckets[bench.bucket]),
@@ -252,8 +298,8 @@ def bench_rollout(data_dir, prep_dir) -> dict:
       "embed_dim": int(bench.ws.concept_emb.shape[1]),
       "max_steps": cfg.max_steps, "walkers_per_question": _PER_Q.value,
       "p_teacher": bench.p_teacher,
-      "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(),
-      "timing": f"best of {_REPEATS.value} after a warm-up",
+      "device": jax.devices()[0].device_kind, **machine(),
+      "timing": f"best (and median) of {_REPEATS.value} after a warm-up",
       "python_loop_timed_walkers": top["python_loop_timed_walkers"],
       "sweep": rows}
   if bench.torch:

@@ -18,6 +18,11 @@ def test_rollout_benchmark_on_demo(tmp_path):
   figures = json.loads(out.stdout.strip().splitlines()[-1])
   assert figures["walkers"] == 8 and figures["data"] == "demo train"
   for key in ("speedup_vs_python_loop", "speedup_vs_numpy_batched",
-              "train_update_speedup", "jax_walker_steps_per_second"):
+              "train_update_speedup", "jax_walker_steps_per_second",
+              "median_speedup_vs_numpy_batched"):
     assert figures[key] > 0
+  # The machine the ratios were measured on.
+  assert figures["cpu_count"] == os.cpu_count()
+  assert figures["cpu_model"] and figures["cpu_vector_isa"]
+  assert figures["jax_version"]
   assert figures["train_update_reference"] == "jax_disable_jit"

@@ -136,6 +136,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.paths_per_choice = 2    # refined paths per choice shown
   config.answer.max_sentences = 6       # knowledge sentences per choice
   config.answer.reached_only = False    # show only paths that reach it
+  config.answer.choice_triples = 0      # KEAR: each choice's own KG triples
+  #                                       shown before the paths (0: none)
   config.answer.max_length = 96         # tokens per (question, choice)
   config.answer.batch_size = 16         # questions per update
   config.answer.epochs = 1.0

@@ -21,7 +21,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.agents import templates
+from racer_jax.agents import choice_triples, templates
 from racer_jax.agents.answer import Answer, AnswerRequest
 from racer_jax.agents.critic import Proposal, Verdict
 from racer_jax.agents.graph_agent import GraphAgent, RetrievedPath
@@ -37,6 +37,10 @@ class Round:
   support: float
   paths: list[list[RetrievedPath]]   # per choice, as shown
   knowledge: list[str]                # per choice, the sentences shown
+  # per choice, its own KG triples shown before the paths (one-hop
+  # paths; ``answer.choice_triples``), empty lists when off
+  choice_triples: list[list[RetrievedPath]] = dataclasses.field(
+      default_factory=list)
 
 
 @dataclasses.dataclass
@@ -65,9 +69,17 @@ class QuestionResult:
     """The paths shown for the predicted choice in the deciding round."""
     return self.rounds[self.deciding_turn].paths[self.prediction]
 
+  @property
+  def choice_evidence(self) -> list[RetrievedPath]:
+    """The predicted choice's own KG triples shown in the deciding round
+    (empty without ``answer.choice_triples``)."""
+    own = self.rounds[self.deciding_turn].choice_triples
+    return own[self.prediction] if own else []
+
   def triples_shown(self) -> list[tuple[templates.Triple, bool]]:
-    return [(t, p.verified) for r in self.rounds for ps in r.paths
-            for p in ps for t in p.triples]
+    return [(t, p.verified) for r in self.rounds
+            for ps in r.paths + r.choice_triples for p in ps
+            for t in p.triples]
 
   def llm_usage(self) -> dict:
     """LLM calls and new tokens this question cost (all rounds)."""
@@ -96,6 +108,10 @@ class QuestionResult:
                  f"{self.choices[r.answer.choice]} "
                  f"p={r.answer.confidence:.2f} -> critic "
                  f"{r.verdict.verdict} ({r.verdict.reason})")
+    if self.choice_evidence:
+      out.append("what the graph says about the answer:")
+      out += [f"  {templates.path_sentences(p.triples)}"
+              for p in self.choice_evidence]
     out.append("reasoning paths for the answer:")
     if not self.evidence:
       out.append("  (none found: the answer rests on the question text "
@@ -121,7 +137,9 @@ class QuestionResult:
           "critic_backend": r.verdict.backend, "support": r.support,
           "answer_llm": r.answer.llm, "critic_llm": r.verdict.llm,
           "knowledge": r.knowledge,
-          "paths": [[p.to_dict() for p in ps] for ps in r.paths]})
+          "paths": [[p.to_dict() for p in ps] for ps in r.paths],
+          "choice_triples": [[p.to_dict() for p in ps]
+                             for ps in r.choice_triples]})
     return {"index": self.index, "id": self.id, "question": self.question,
             "choices": self.choices, "gold": self.gold,
             "prediction": self.prediction, "confidence": self.confidence,
@@ -131,6 +149,9 @@ class QuestionResult:
                          for p in self.evidence],
             "evidence_chains": [templates.chain(p.triples)
                                 for p in self.evidence],
+            "evidence_choice_triples": [t.to_dict() for p in
+                                        self.choice_evidence
+                                        for t in p.triples],
             "seconds": self.seconds, **self.llm_usage(),
             "choice_concepts": self.choice_concepts, "rounds": rounds}
 
@@ -152,6 +173,9 @@ class Collaboration:
   # dataset index -> per choice, extra knowledge shown before the paths
   # (the open book's facts); None: paths only
   extra_knowledge: Callable[[int], list[str]] | None = None
+  # dataset index -> per choice, its own KG triples shown before the
+  # paths (``ChoiceTriples``); None: none
+  choice_triples: Callable[[int], list[list[RetrievedPath]]] | None = None
 
   def run_batch(self, batch, examples, rng) -> list[QuestionResult]:
     """All real questions of ``batch``; ``examples[i]`` is the dataset's
@@ -171,23 +195,26 @@ class Collaboration:
       for b in active:
         ex = examples[index[b]]
         paths = per_row[b][:len(ex.choices)]
-        texts = [templates.knowledge_text([p.triples for p in ps],
-                                          self.max_sentences) for ps in paths]
+        own = (self.choice_triples(index[b]) if self.choice_triples
+               else [[] for _ in paths])
+        texts = [choice_triples.knowledge_text(o, ps, self.max_sentences)
+                 for o, ps in zip(own, paths)]
         if self.extra_knowledge is not None:
           extra = self.extra_knowledge(index[b])
           texts = [" ".join(t for t in (e, k) if t)
                    for e, k in zip(extra, texts)]
         requests.append(AnswerRequest(ex.stem, list(ex.choices), texts))
-        shown.append(paths)
+        shown.append((paths, own))
       answers = self.answerer.answer_many(requests)
       proposals = [Proposal(r, a, support_of(ps[a.choice]), index[b])
-                   for b, r, a, ps in zip(active, requests, answers, shown)]
+                   for b, r, a, (ps, _) in zip(active, requests, answers,
+                                               shown)]
       verdicts = self.critic.judge_many(proposals)
       still = []
-      for b, req, a, v, ps, prop in zip(active, requests, answers, verdicts,
-                                        shown, proposals):
+      for b, req, a, v, (ps, own), prop in zip(
+          active, requests, answers, verdicts, shown, proposals):
         history[b].append(Round(turn, t, a, v, prop.support, ps,
-                                req.knowledge))
+                                req.knowledge, own))
         if v.accepted:
           decided[b] = turn
         else:

@@ -114,6 +114,11 @@ class Pipeline:
       from racer_jax.agents import openbook
       self._book = openbook.make_openbook(config, data_dir, ws,
                                           self._encoder)
+    self._own = None
+    if config.answer.get("choice_triples", 0) > 0:
+      from racer_jax.agents import choice_triples
+      self._own = choice_triples.ChoiceTriples(ws.kg, ws.concept_emb,
+                                               self._encoder)
     self.collab = Collaboration(self.graph, answerer, critic,
                                 max_turns=agents.max_turns,
                                 temperature_step=agents.temperature_step,
@@ -140,5 +145,8 @@ class Pipeline:
       facts = self._book.split_texts(
           [example], [sg], self.config.openbook.facts_per_choice)
       self.collab.extra_knowledge = facts.__getitem__
+    if self._own is not None:
+      own = self._own.split([example], [sg], self.config.answer.choice_triples)
+      self.collab.choice_triples = own.__getitem__
     return self.collab.run_batch(batch, [example],
                                  jax.random.PRNGKey(seed))[0]

@@ -26,7 +26,8 @@ _INT_AT_LEAST = {
     "refiner.paths_per_choice": 1, "refiner.top_k": 1,
     "refiner.num_steps": 0, "answer.paths_per_choice": 1,
     "answer.max_sentences": 0, "answer.max_length": 8,
-    "answer.batch_size": 1, "agents.max_turns": 1,
+    "answer.batch_size": 1, "answer.choice_triples": 0,
+    "agents.max_turns": 1,
     "openbook.facts_per_choice": 0,
 }
 _FLOAT_RANGE = {

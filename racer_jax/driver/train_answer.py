@@ -23,7 +23,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from racer_jax.agents import openbook
+from racer_jax.agents import choice_triples, openbook
 from racer_jax.data import datasets, qa
 from racer_jax.driver import common
 from racer_jax.driver.checkpoints import Checkpointer
@@ -74,20 +74,31 @@ def load_answer_data(config, data_dir, split: str, tokenizer,
 
 
 def knowledge_for(config, data_dir, splits, progress, log):
-  """``{split: [Q][C] knowledge text}``: the refined paths' sentences
-  (``answer.knowledge_workdir``) after the open book's facts
-  (``use_openbook``); ``None`` with neither."""
+  """``{split: [Q][C] knowledge text}``: the open book's facts
+  (``use_openbook``), then per choice its own KG triples
+  (``answer.choice_triples``) and the refined paths' sentences
+  (``answer.knowledge_workdir``); ``None`` with none of them."""
   a = config.answer
-  texts = None
+  paths = None  # {split: [Q][C] [RetrievedPath]}
   if a.knowledge_workdir:
     from racer_jax.agents import knowledge as knowledge_lib
     paths = knowledge_lib.ensure_knowledge(
         a.knowledge_workdir, data_dir, splits, keep=a.paths_per_choice,
         batch_size=config.eval.batch_size, seed=config.seed,
         progress=progress, log=log)
-    texts = {s: knowledge_lib.choice_texts(k, a.max_sentences,
-                                           a.get("reached_only", False))
-             for s, k in paths.items()}
+    if a.get("reached_only", False):
+      paths = {s: [[[p for p in ps if p.reached] for ps in choices]
+                   for choices in k] for s, k in paths.items()}
+  own = None  # the same for each choice's own triples
+  if a.get("choice_triples", 0) > 0:
+    own = choice_triples_for(config, data_dir, splits, progress, log)
+  texts = None
+  if paths is not None or own is not None:
+    either = paths or own
+    texts = {s: [[choice_triples.knowledge_text(
+        own[s][q][j] if own else [], paths[s][q][j] if paths else [],
+        a.max_sentences) for j in range(len(row))]
+                 for q, row in enumerate(either[s])] for s in splits}
   if config.get("use_openbook", False):
     facts = openbook_texts(config, data_dir, splits, progress, log)
     texts = {s: openbook.join_knowledge(facts[s], texts and texts[s])
@@ -95,21 +106,45 @@ def knowledge_for(config, data_dir, splits, progress, log):
   return texts
 
 
-def openbook_texts(config, data_dir, splits, progress, log):
-  """``{split: [Q][C] open-book facts}`` over the retrieval run's store
-  (or this run's own prepared data without one)."""
-  from racer_jax.driver import common
-  from racer_jax.driver.inputs import load_workspace, make_encoder
+def _knowledge_workspace(config, data_dir, splits, progress, log):
+  """``(workspace, its config)`` the extra knowledge is grounded in: the
+  retrieval run's (``answer.knowledge_workdir``), else this run's own
+  prepared data (``prep_dir``)."""
+  from racer_jax.driver.inputs import load_workspace
   source = config
   if not (config.answer.knowledge_workdir or config.prep_dir):
-    raise ValueError("use_openbook without answer.knowledge_workdir needs "
-                     "--config.prep_dir (the prepared store to ground in)")
+    raise ValueError("use_openbook or answer.choice_triples without "
+                     "answer.knowledge_workdir needs --config.prep_dir (the "
+                     "prepared store to ground in)")
   if config.answer.knowledge_workdir:
     source = ml_collections.ConfigDict(json.loads(
         (Path(config.answer.knowledge_workdir) / "config.json").read_text()))
   ws = load_workspace(source, data_dir, common.prep_dir_of(
       source, config.answer.knowledge_workdir), list(splits),
       progress=progress, log=log)
+  return ws, source
+
+
+def choice_triples_for(config, data_dir, splits, progress, log):
+  """``{split: [Q][C] [RetrievedPath]}``: each choice's own KG triples."""
+  from racer_jax.driver.inputs import make_encoder
+  ws, source = _knowledge_workspace(config, data_dir, splits, progress, log)
+  ranker = choice_triples.ChoiceTriples(ws.kg, ws.concept_emb,
+                                        make_encoder(source))
+  k = config.answer.choice_triples
+  out = {s: ranker.split(ws.splits[s].examples, ws.splits[s].subgraphs, k)
+         for s in splits}
+  shown = sum(len(c) for rows in out.values() for r in rows for c in r)
+  total = sum(len(r) for rows in out.values() for r in rows)
+  log(f"choice triples: {shown} for {total} choices (at most {k} each)")
+  return out
+
+
+def openbook_texts(config, data_dir, splits, progress, log):
+  """``{split: [Q][C] open-book facts}`` over the retrieval run's store
+  (or this run's own prepared data without one)."""
+  from racer_jax.driver.inputs import make_encoder
+  ws, source = _knowledge_workspace(config, data_dir, splits, progress, log)
   book = openbook.make_openbook(config, data_dir, ws, make_encoder(source))
   k = config.openbook.facts_per_choice
   out = {s: book.split_texts(ws.splits[s].examples, ws.splits[s].subgraphs,

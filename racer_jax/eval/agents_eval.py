@@ -161,6 +161,13 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     facts = book.split_texts(data.examples, data.subgraphs,
                              config.openbook.facts_per_choice)
     extra = facts.__getitem__
+  own = None
+  if config.answer.get("choice_triples", 0) > 0:
+    from racer_jax.agents import choice_triples
+    own = choice_triples.ChoiceTriples(
+        ws.kg, ws.concept_emb, make_encoder(rconfig)).split(
+            data.examples, data.subgraphs, config.answer.choice_triples)
+    own = own.__getitem__
 
   def collaboration(graph, critic, max_turns):
     answerer = local if backend is None else LLMAnswerer(backend, local,
@@ -170,7 +177,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     return Collaboration(graph, answerer, critic, max_turns=max_turns,
                          temperature_step=agents.temperature_step,
                          max_sentences=config.answer.max_sentences,
-                         extra_knowledge=extra)
+                         extra_knowledge=extra, choice_triples=own)
 
   def run(graph, critic, max_turns, pass_name, seed_index):
     result = passes.run_pass(
@@ -246,6 +253,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "backend": agents.backend, "answer_step": local.step,
       "graph_agent": agents.get("graph", "walker"),
       "use_openbook": bool(config.get("use_openbook", False)),
+      "choice_triples": int(config.answer.get("choice_triples", 0)),
       "triples_verified_fraction": verified_fraction(full0),
       "critic_thresholds": thresholds[0],
       "llm": usage.to_dict(),

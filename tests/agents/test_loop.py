@@ -12,7 +12,7 @@ import pytest
 
 from racer_jax.agents import answer as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import llm
+from racer_jax.agents import llm, templates
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, FoldCritic
 from racer_jax.memory import edge_memory
@@ -273,3 +273,39 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
       assert a.tail == b.head
     for t in p.triples:
       assert kg.has_edge(t.head, t.relation, t.tail)
+
+
+def test_choice_triples_are_shown_first_and_reported(parts, demo_workspace,
+                                                     retrieval_runs):
+  from racer_jax.agents.choice_triples import ChoiceTriples
+  from racer_jax.driver.inputs import make_encoder
+  graph, local, data = parts
+  config, _, _ = retrieval_runs
+  own = ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
+                      make_encoder(config)).split(data.examples,
+                                                  data.subgraphs, 2)
+  graph.reset_memory()
+  collab = Collaboration(graph, local, ScriptedCritic(0), max_turns=1,
+                         choice_triples=own.__getitem__)
+  kg, shown = demo_workspace.kg, 0
+  for r in run(collab, data):
+    first = r.rounds[0]
+    assert first.choice_triples == own[r.index]
+    for j, triples in enumerate(first.choice_triples):
+      text = " ".join(templates.path_sentences(p.triples) for p in triples)
+      assert first.knowledge[j].startswith(text)
+      shown += len(triples)
+    own_triples = [p.triples[0] for ps in first.choice_triples for p in ps]
+    listed = [t for t, _ in r.triples_shown()]
+    assert all(t in listed for t in own_triples)
+    for t, verified in r.triples_shown():
+      assert verified and kg.has_edge(t.head, t.relation, t.tail)
+    d = r.to_dict()
+    assert d["rounds"][0]["choice_triples"] == [
+        [p.to_dict() for p in ps] for ps in first.choice_triples]
+    assert d["evidence_choice_triples"] == [
+        p.triples[0].to_dict() for p in first.choice_triples[r.prediction]]
+    if first.choice_triples[r.prediction]:
+      assert "what the graph says about the answer:" in r.explain()
+  assert shown > 0
+

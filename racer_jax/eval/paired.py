@@ -13,6 +13,14 @@ reported with its paired statistics:
   of B-only wins among the discordant questions is Binomial(n, 1/2)
   (``scipy.stats.binomtest``, two-sided).
 
+With several runs per side (seeds of one setting against seeds of the other,
+:func:`seeds_comparison`), each question's correctness is averaged over a
+side's runs; the interval is the same paired bootstrap over questions of
+those averages and the p-value a paired sign-flip permutation test
+(``scipy.stats.permutation_test``: under "no difference" each question's
+two averages are exchangeable). The per-run accuracies show the spread
+between seeds, which no test on one set of questions can.
+
 Predictions are the JSONL files the runs write (one object per question with
 ``id``, ``gold`` and ``prediction``, or ``correct``): the answer stage's
 ``eval/<split>_step<N>.answer.jsonl`` and the agents evaluation's records.
@@ -107,3 +115,43 @@ def paired_comparison(correct_a, correct_b, *, seed: int = 0,
           "a_only_correct": a_only, "b_only_correct": b_only,
           "mcnemar_p": float(p), "bootstrap_resamples": resamples,
           "seed": seed}
+
+
+def seeds_comparison(correct_a, correct_b, *, seed: int = 0,
+                     resamples: int = 10_000) -> dict:
+  """Mean accuracy of B's runs minus A's on the same questions.
+
+  Args:
+    correct_a: bool [R_a, N], question i answered right by A's run r
+      (seeds of one setting); correct_b: bool [R_b, N] likewise.
+
+  Returns:
+    the per-run accuracies, the difference of the means, its paired
+    bootstrap 95% interval over questions and the permutation p-value.
+  """
+  a = np.asarray(correct_a, bool)
+  b = np.asarray(correct_b, bool)
+  if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or not a.size:
+    raise ValueError(f"need bool [runs, N] arrays over the same N > 0 "
+                     f"questions, got {a.shape} and {b.shape}")
+  mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)           # [N]
+  diff = mean_b - mean_a
+  rng = np.random.default_rng(seed)
+  interval = stats.bootstrap(
+      (diff,), np.mean, n_resamples=resamples, batch=1000,
+      confidence_level=0.95, method="percentile",
+      random_state=rng).confidence_interval
+  test = stats.permutation_test(
+      (mean_a, mean_b), lambda x, y, axis: np.mean(y - x, axis=axis),
+      vectorized=True,
+      permutation_type="samples", n_resamples=resamples, random_state=rng)
+  return {"questions": int(a.shape[1]), "runs_a": int(a.shape[0]),
+          "runs_b": int(b.shape[0]),
+          "accuracy_a_runs": [float(x) for x in a.mean(axis=1)],
+          "accuracy_b_runs": [float(x) for x in b.mean(axis=1)],
+          "accuracy_a": float(mean_a.mean()),
+          "accuracy_b": float(mean_b.mean()),
+          "difference": float(diff.mean()),
+          "difference_ci95": [float(interval.low), float(interval.high)],
+          "permutation_p": float(test.pvalue),
+          "bootstrap_resamples": resamples, "seed": seed}

@@ -88,3 +88,45 @@ def test_compare_cli_ends_with_json(tmp_path):
   correct_a = np.mean([r["gold"] == r["prediction"] for r in rows])
   assert figures["accuracy_a"] == pytest.approx(correct_a)
   assert figures["difference"] > 0 and figures["mcnemar_p"] < 0.01
+
+
+def test_seeds_comparison_averages_runs_per_question():
+  rng = np.random.default_rng(0)
+  n = 400
+  a = rng.random((3, n)) < 0.5
+  # One run per side: the same difference and interval as the pairwise
+  # comparison, and a permutation p-value close to McNemar's.
+  one = paired.seeds_comparison(a[:1], a[1:2], seed=3, resamples=4000)
+  pair = paired.paired_comparison(a[0], a[1], seed=3, resamples=4000)
+  assert one["difference"] == pytest.approx(pair["difference"])
+  assert one["difference_ci95"] == pytest.approx(pair["difference_ci95"])
+  assert one["permutation_p"] == pytest.approx(pair["mcnemar_p"], abs=0.05)
+  # The same runs on both sides: no difference at all.
+  same = paired.seeds_comparison(a, a, resamples=2000)
+  assert same["difference"] == 0 and same["permutation_p"] == 1.0
+  # B right on 10% more questions in every run: found, per run and pooled.
+  better = a | (rng.random((3, n)) < 0.2)
+  got = paired.seeds_comparison(a, better, resamples=2000)
+  assert got["accuracy_a_runs"] == pytest.approx(list(a.mean(axis=1)))
+  assert got["difference"] == pytest.approx(better.mean() - a.mean())
+  low, high = got["difference_ci95"]
+  assert 0 < low < got["difference"] < high and got["permutation_p"] < 0.001
+  with pytest.raises(ValueError, match="same N"):
+    paired.seeds_comparison(a, better[:, :10])
+
+
+def test_compare_cli_with_runs_per_side(tmp_path):
+  rows = [{"id": f"q{i}", "gold": i % 5, "prediction": (i * 7) % 5}
+          for i in range(60)]
+  a = [_write(tmp_path / f"a{s}.jsonl", rows) for s in range(2)]
+  b = [_write(tmp_path / f"b{s}.jsonl", [
+      dict(r, prediction=r["gold"]) if (i + s) % 2 else r
+      for i, r in enumerate(rows)]) for s in range(3)]
+  out = subprocess.run([sys.executable, str(REPO / "launch/compare.py"),
+                        f"--a={','.join(map(str, a))}",
+                        f"--b={','.join(map(str, b))}", "--resamples=500"],
+                       capture_output=True, text=True, check=True)
+  figures = json.loads(out.stdout.strip().splitlines()[-1])
+  assert figures["runs_a"] == 2 and figures["runs_b"] == 3
+  assert len(figures["accuracy_b_runs"]) == 3
+  assert figures["difference"] > 0 and figures["permutation_p"] < 0.01

@@ -50,7 +50,9 @@ class ChoiceTriples:
     if k <= 0:
       return []
     question = np.asarray(list(question_concepts), np.int64)
-    candidates = []  # (score, choice concept, CSR row of its edge)
+    # (score, choice concept, its edges, index among them); 3k per concept
+    # leave room for sentences that repeat (an edge and its inverse)
+    candidates = []
     for c in map(int, choice_concepts):
       edges = self.kg.out_edges(c)
       if not len(edges["dst"]):

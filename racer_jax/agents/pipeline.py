@@ -146,7 +146,8 @@ class Pipeline:
           [example], [sg], self.config.openbook.facts_per_choice)
       self.collab.extra_knowledge = facts.__getitem__
     if self._own is not None:
-      own = self._own.split([example], [sg], self.config.answer.choice_triples)
+      own = self._own.split([example], [sg],
+                            self.config.answer.choice_triples)
       self.collab.choice_triples = own.__getitem__
     return self.collab.run_batch(batch, [example],
                                  jax.random.PRNGKey(seed))[0]

@@ -83,9 +83,10 @@ def step(graph: WalkGraph, state: WalkState, action, *,
   """Takes ``action`` (in ``[0, K]``).
 
   Returns:
-    ``(next_state, moved, edge)``: ``moved`` is whether an edge was taken
-    (False for STOP, a masked action or a finished walk); ``edge`` is the
-    local edge id or -1.
+    ``(next_state, moved, edge, relation)``: ``moved`` is whether an edge
+    was taken (False for STOP, a masked action or a finished walk);
+    ``edge`` is the local edge id and ``relation`` its relation id, -1 for
+    both when the walker did not move.
   """
   k = graph.action_edge.shape[1]
   max_steps = state.path_edges.shape[0]
@@ -113,4 +114,4 @@ def step(graph: WalkGraph, state: WalkState, action, *,
                          node, state.path_nodes)
   return WalkState(node=node, t=t, done=done, reached=reached,
                    path_nodes=path_nodes, path_edges=path_edges,
-                   path_relations=path_relations), moved, edge
+                   path_relations=path_relations), moved, edge, relation

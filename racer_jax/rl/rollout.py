@@ -214,9 +214,8 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
       forced = jnp.zeros_like(forced)
     else:
       action = jnp.where(forced, teacher_action, sampled)
-    next_state, moved, _ = env.step(graph, state, action,
-                                    stop_at_target=cfg.stop_at_target)
-    relation = jnp.where(moved, next_state.path_relations[state.t], -1)
+    next_state, moved, _, relation = env.step(
+        graph, state, action, stop_at_target=cfg.stop_at_target)
     r = reward_lib.step_reward(weights, prep.rewards, moved, relation, node,
                                next_state.node)
     advanced = policy.apply(params, tables, carry, jnp.maximum(relation, 0),

@@ -232,8 +232,8 @@ def _env_walk(max_steps, stop_at_target):
   included), vmapped over walkers and questions."""
   def one(graph, start, actions):
     def body(state, a):
-      state, moved, _ = env.step(graph, state, a,
-                                 stop_at_target=stop_at_target)
+      state, moved, _, _ = env.step(graph, state, a,
+                                    stop_at_target=stop_at_target)
       return state, moved
     return jax.lax.scan(body, env.reset(graph, start, max_steps), actions)
 

@@ -89,9 +89,12 @@ def knowledge_for(config, data_dir, splits, progress, log):
     if a.get("reached_only", False):
       paths = {s: [[[p for p in ps if p.reached] for ps in choices]
                    for choices in k] for s, k in paths.items()}
+  grounded = None  # (workspace, its config), loaded once for both below
+  if a.get("choice_triples", 0) > 0 or config.get("use_openbook", False):
+    grounded = _knowledge_workspace(config, data_dir, splits, progress, log)
   own = None  # the same for each choice's own triples
   if a.get("choice_triples", 0) > 0:
-    own = choice_triples_for(config, data_dir, splits, progress, log)
+    own = choice_triples_for(config, grounded, splits, log)
   texts = None
   if paths is not None or own is not None:
     either = paths or own
@@ -100,7 +103,7 @@ def knowledge_for(config, data_dir, splits, progress, log):
         a.max_sentences) for j in range(len(row))]
                  for q, row in enumerate(either[s])] for s in splits}
   if config.get("use_openbook", False):
-    facts = openbook_texts(config, data_dir, splits, progress, log)
+    facts = openbook_texts(config, data_dir, grounded, splits, log)
     texts = {s: openbook.join_knowledge(facts[s], texts and texts[s])
              for s in splits}
   return texts
@@ -125,10 +128,11 @@ def _knowledge_workspace(config, data_dir, splits, progress, log):
   return ws, source
 
 
-def choice_triples_for(config, data_dir, splits, progress, log):
-  """``{split: [Q][C] [RetrievedPath]}``: each choice's own KG triples."""
+def choice_triples_for(config, grounded, splits, log):
+  """``{split: [Q][C] [RetrievedPath]}``: each choice's own KG triples;
+  ``grounded`` from :func:`_knowledge_workspace`."""
   from racer_jax.driver.inputs import make_encoder
-  ws, source = _knowledge_workspace(config, data_dir, splits, progress, log)
+  ws, source = grounded
   ranker = choice_triples.ChoiceTriples(ws.kg, ws.concept_emb,
                                         make_encoder(source))
   k = config.answer.choice_triples
@@ -140,11 +144,12 @@ def choice_triples_for(config, data_dir, splits, progress, log):
   return out
 
 
-def openbook_texts(config, data_dir, splits, progress, log):
+def openbook_texts(config, data_dir, grounded, splits, log):
   """``{split: [Q][C] open-book facts}`` over the retrieval run's store
-  (or this run's own prepared data without one)."""
+  (or this run's own prepared data without one); ``grounded`` from
+  :func:`_knowledge_workspace`."""
   from racer_jax.driver.inputs import make_encoder
-  ws, source = _knowledge_workspace(config, data_dir, splits, progress, log)
+  ws, source = grounded
   book = openbook.make_openbook(config, data_dir, ws, make_encoder(source))
   k = config.openbook.facts_per_choice
   out = {s: book.split_texts(ws.splits[s].examples, ws.splits[s].subgraphs,

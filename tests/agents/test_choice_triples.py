@@ -93,3 +93,30 @@ def test_training_knowledge_joins_choice_triples_and_paths(retrieval_runs,
       assert len(sentences(o)) <= 2
       shown += bool(o)
   assert shown > 0
+
+
+def test_open_book_and_choice_triples_share_one_workspace(
+    retrieval_runs, demo_workspace, tmp_path, monkeypatch):
+  config, _, _ = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.answer.knowledge_workdir = ""
+  config.answer.choice_triples = 2
+  concepts = list(demo_workspace.kg.concepts[:40])
+  book = tmp_path / "openbook.txt"
+  book.write_text("".join(f'"a {c} is a thing you can find"\n'
+                          for c in concepts))
+  config.openbook.file = str(book)
+  own_only = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  config.use_openbook = True
+  loads = []
+  real = train_answer._knowledge_workspace
+  monkeypatch.setattr(train_answer, "_knowledge_workspace",
+                      lambda *a, **k: loads.append(1) or real(*a, **k))
+  both = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  assert len(loads) == 1  # one grounding for the book and the triples
+  ws = real(config, None, ["dev"], **QUIET)
+  facts = train_answer.openbook_texts(config, None, ws, ["dev"], QUIET["log"])
+  assert any(t for row in facts["dev"] for t in row)
+  for f_row, o_row, b_row in zip(facts["dev"], own_only["dev"], both["dev"]):
+    for f, o, b in zip(f_row, o_row, b_row):
+      assert b == " ".join(t for t in (f, o) if t)  # the book's facts first

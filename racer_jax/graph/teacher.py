@@ -55,26 +55,25 @@ def bfs_distance(senders, receivers, edge_mask, is_target, node_mask):
   return dist
 
 
-def teacher_actions(dist, action_edge, action_mask, action_score, receivers):
+def teacher_actions(dist, action_node, action_mask, action_score):
   """The teacher's action at every node.
 
   Among a node's (pruned) actions, those leading to a node one hop closer to
-  the targets; of these the one with the highest semantic score. STOP (index
-  ``K``) at a target, where the target is unreachable, or where pruning (or
-  the neighbor-table cap ``max_degree``) removed every closer neighbor.
+  the targets; of these the one with the highest semantic score (the first
+  such slot on exact ties). STOP (index ``K``) at a target, where the target
+  is unreachable, or where pruning (or the neighbor-table cap
+  ``max_degree``) removed every closer neighbor.
 
   Args:
     dist: int32 [N] from :func:`bfs_distance`.
-    action_edge: int32 [N, K]; action_mask: bool [N, K];
-    action_score: float32 [N, K]; receivers: int32 [E].
+    action_node: int32 [N, K] the node each action leads to;
+    action_mask: bool [N, K]; action_score: float32 [N, K].
 
   Returns:
     int32 [N] in ``[0, K]``.
   """
-  k = action_edge.shape[1]
-  next_dist = jnp.where(action_mask, dist[receivers[action_edge]],
-                        UNREACHABLE)
-  closer = action_mask & (next_dist == dist[:, None] - 1) & (
-      dist[:, None] < UNREACHABLE)
+  k = action_node.shape[1]
+  closer = (action_mask & (dist[action_node] == dist[:, None] - 1)
+            & (dist < UNREACHABLE)[:, None])
   best = jnp.argmax(jnp.where(closer, action_score, -jnp.inf), axis=1)
   return jnp.where(jnp.any(closer, axis=1), best, k).astype(jnp.int32)

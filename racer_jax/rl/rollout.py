@@ -126,14 +126,14 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
   distance = teacher.bfs_distance(inputs.senders, inputs.receivers,
                                   inputs.edge_mask, inputs.is_target,
                                   inputs.node_mask)
-  teacher_action = teacher.teacher_actions(distance, actions.edge,
-                                           actions.mask, actions.score,
-                                           inputs.receivers)
+  action_node = inputs.receivers[actions.edge]
+  teacher_action = teacher.teacher_actions(distance, action_node,
+                                           actions.mask, actions.score)
   tables = policy.apply(params, inputs.node_emb, inputs.query, inputs.target,
                         method=WalkerPolicy.node_tables)
   graph = env.WalkGraph(
       action_edge=actions.edge, action_mask=actions.mask,
-      action_node=inputs.receivers[actions.edge],
+      action_node=action_node,
       action_relation=inputs.relation[actions.edge],
       is_target=inputs.is_target & inputs.node_mask)
   action_quality = jnp.where(actions.mask,

@@ -77,7 +77,8 @@ def _bfs(g):
 @jax.jit
 @chex.assert_max_traces(n=1)
 def _teacher(dist, edge, mask, score, receivers):
-  return jax.vmap(teacher.teacher_actions)(dist, edge, mask, score, receivers)
+  return jax.vmap(lambda d, e, m, s, r: teacher.teacher_actions(d, r[e], m, s))(
+      dist, edge, mask, score, receivers)
 
 
 def _rows(g):

@@ -118,5 +118,9 @@ def test_killed_peer_makes_the_survivor_fail_cleanly(tmp_path):
         p.kill()
   assert procs[0].returncode != 0
   assert time.time() - killed_at < 300
+  # Three clean ends, depending on which notices first: the stall watchdog,
+  # JAX's coordination-service heartbeat, or gloo itself aborting the
+  # collective when the dead peer's connection closes (seen under load).
   assert ("a peer process has probably died" in err or
-          "heartbeat" in err.lower()), err[-3000:]
+          "heartbeat" in err.lower() or "gloo::EnforceNotMet" in err), (
+              err[:2000] + "\n...\n" + err[-2000:])

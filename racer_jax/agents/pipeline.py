@@ -114,6 +114,11 @@ class Pipeline:
       from racer_jax.agents import openbook
       self._book = openbook.make_openbook(config, data_dir, ws,
                                           self._encoder)
+    self._similar = None
+    if config.answer.get("similar_questions", 0) > 0:
+      from racer_jax.driver import train_answer
+      self._similar = train_answer.similar_for(config, data_dir,
+                                               self.workdir, log)
     self._own = None
     if config.answer.get("choice_triples", 0) > 0:
       from racer_jax.agents import choice_triples
@@ -141,9 +146,15 @@ class Pipeline:
         max_degree=self.rconfig.subgraph.max_degree)
     batch = next(dataset.ordered_batches(1))
     example = qa.QAExample("question", question, tuple(choices), None)
+    facts = None
     if self._book is not None:
       facts = self._book.split_texts(
           [example], [sg], self.config.openbook.facts_per_choice)
+    if self._similar is not None:
+      from racer_jax.agents import openbook
+      facts = openbook.join_knowledge(self._similar.per_choice(
+          [example], self.config.answer.similar_questions), facts)
+    if facts is not None:
       self.collab.extra_knowledge = facts.__getitem__
     if self._own is not None:
       own = self._own.split([example], [sg],

@@ -27,6 +27,7 @@ _INT_AT_LEAST = {
     "refiner.num_steps": 0, "answer.paths_per_choice": 1,
     "answer.max_sentences": 0, "answer.max_length": 8,
     "answer.batch_size": 1, "answer.choice_triples": 0,
+    "answer.similar_questions": 0,
     "agents.max_turns": 1,
     "openbook.facts_per_choice": 0,
 }
@@ -53,6 +54,7 @@ _CHOICES = {
     "agents.backend": ("local", "gemini"),
     "agents.graph": ("walker", "hygrl", "explorer"),
     "answer.model": ("cross_encoder", "frozen_head"),
+    "answer.similar_encoder": ("static", "minilm"),
     "walker.recurrent": ("gru", "lstm"),
 }
 

@@ -59,7 +59,7 @@ def load_answer_data(config, data_dir, split: str, tokenizer,
                      knowledge=None) -> AnswerData:
   path = datasets.split_path(config, split, datasets.resolve_data_dir(
       data_dir))
-  examples, _ = qa.load_jsonl(path, on_bad_line=config.data.on_bad_line)
+  examples = load_examples(config, data_dir, split)
   c = config.batch.num_choices
   too_many = [e.id for e in examples if len(e.choices) > c]
   if too_many:
@@ -73,11 +73,12 @@ def load_answer_data(config, data_dir, split: str, tokenizer,
   return AnswerData(examples, tokens, gold, c, knowledge)
 
 
-def knowledge_for(config, data_dir, splits, progress, log):
-  """``{split: [Q][C] knowledge text}``: the open book's facts
-  (``use_openbook``), then per choice its own KG triples
-  (``answer.choice_triples``) and the refined paths' sentences
-  (``answer.knowledge_workdir``); ``None`` with none of them."""
+def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
+  """``{split: [Q][C] knowledge text}``: the training questions most like
+  the question (``answer.similar_questions``; their index vectors cached in
+  ``cache_dir``), the open book's facts (``use_openbook``), then per choice
+  its own KG triples (``answer.choice_triples``) and the refined paths'
+  sentences (``answer.knowledge_workdir``); ``None`` with none of them."""
   a = config.answer
   paths = None  # {split: [Q][C] [RetrievedPath]}
   if a.knowledge_workdir:
@@ -106,7 +107,27 @@ def knowledge_for(config, data_dir, splits, progress, log):
     facts = openbook_texts(config, data_dir, grounded, splits, log)
     texts = {s: openbook.join_knowledge(facts[s], texts and texts[s])
              for s in splits}
+  if a.get("similar_questions", 0) > 0:
+    sim = similar_for(config, data_dir, cache_dir, log)
+    texts = {s: openbook.join_knowledge(
+        sim.per_choice(load_examples(config, data_dir, s),
+                       a.similar_questions), texts and texts[s])
+             for s in splits}
   return texts
+
+
+def similar_for(config, data_dir, cache_dir, log):
+  """KEAR's index of similar training questions, cached in ``cache_dir``
+  (None: not cached)."""
+  from racer_jax.agents import similar_questions
+  cache = (Path(cache_dir) / "similar_questions.npz" if cache_dir else None)
+  return similar_questions.from_config(config, data_dir, cache, log)
+
+
+def load_examples(config, data_dir, split: str) -> list:
+  path = datasets.split_path(config, split, datasets.resolve_data_dir(
+      data_dir))
+  return qa.load_jsonl(path, on_bad_line=config.data.on_bad_line)[0]
 
 
 def _knowledge_workspace(config, data_dir, splits, progress, log):
@@ -244,7 +265,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   if a.get("model", "cross_encoder") == "frozen_head":
     from racer_jax.driver import train_answer_head
     knowledge = knowledge_for(config, data_dir, [t.split, eval_split],
-                              progress, log)
+                              progress, log, cache_dir=workdir)
     return train_answer_head.train(config, data_dir, workdir,
                                    knowledge=knowledge, progress=progress,
                                    log=log, stop_after=stop_after)
@@ -254,7 +275,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
                                  max_length=a.max_length)
   knowledge = knowledge_for(config, data_dir, [t.split, eval_split],
-                            progress, log)
+                            progress, log, cache_dir=workdir)
   data = {s: load_answer_data(config, data_dir, s, tokenizer,
                               knowledge[s] if knowledge else None)
           for s in {t.split, eval_split}}

@@ -161,6 +161,14 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     facts = book.split_texts(data.examples, data.subgraphs,
                              config.openbook.facts_per_choice)
     extra = facts.__getitem__
+  if config.answer.get("similar_questions", 0) > 0:
+    from racer_jax.agents import openbook
+    from racer_jax.driver import train_answer
+    similar = train_answer.similar_for(config, data_dir, workdir, log)
+    joined = openbook.join_knowledge(similar.per_choice(
+        data.examples, config.answer.similar_questions),
+        None if extra is None else facts)
+    extra = joined.__getitem__
   own = None
   if config.answer.get("choice_triples", 0) > 0:
     from racer_jax.agents import choice_triples
@@ -254,6 +262,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "graph_agent": agents.get("graph", "walker"),
       "use_openbook": bool(config.get("use_openbook", False)),
       "choice_triples": int(config.answer.get("choice_triples", 0)),
+      "similar_questions": int(config.answer.get("similar_questions", 0)),
       "triples_verified_fraction": verified_fraction(full0),
       "critic_thresholds": thresholds[0],
       "llm": usage.to_dict(),

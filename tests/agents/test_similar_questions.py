@@ -1,0 +1,146 @@
+"""KEAR's similar training questions: nearest neighbours against a brute
+force reference, the question itself never shown, the cache, and the text
+the answer model is trained on."""
+
+import numpy as np
+import pytest
+
+from racer_jax.agents import similar_questions as sq
+from racer_jax.data import qa
+from racer_jax.driver import train_answer
+from tests.agents.conftest import QUIET
+
+
+class BagOfWords:
+  """A deterministic encoder: unit bag-of-words counts over a vocabulary
+  hashed into 64 buckets; counts its calls."""
+
+  def __init__(self):
+    self.calls = 0
+
+  def encode(self, texts):
+    self.calls += 1
+    out = np.zeros((len(texts), 64), np.float32)
+    for i, t in enumerate(texts):
+      for w in t.lower().replace(",", " ").replace("?", " ").split():
+        out[i, sum(map(ord, w)) % 64] += 1.0
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def example(i, stem, choices, answer):
+  return qa.QAExample(f"q{i}", stem, tuple(choices), answer)
+
+
+INDEX = [
+    example(0, "Where is a revolving door found?", ["bank", "mall", "zoo"], 0),
+    example(1, "Where would a revolving door be useful?",
+            ["bank", "mall", "zoo"], 1),
+    example(2, "What do cats chase?", ["mice", "cars", "rain"], 0),
+    example(3, "What do dogs like to chase?", ["cats", "mice", "cars"], 2),
+    example(4, "Unlabeled revolving door question?", ["bank", "mall"], None),
+]
+
+
+def test_nearest_matches_brute_force_and_skips_itself():
+  enc = BagOfWords()
+  sim = sq.SimilarQuestions(INDEX, enc, log=QUIET["log"])
+  assert [e.id for e in sim.index] == ["q0", "q1", "q2", "q3"]
+  assert sim.skipped_unlabeled == 1
+  queries = INDEX[:4] + [example(9, "A revolving door at the mall?",
+                                 ["bank", "mall", "zoo"], 1)]
+  got = sim.nearest(queries, 2)
+  vec = enc.encode([sq.index_text(e) for e in sim.index])
+  for q, row in zip(queries, got):
+    s = enc.encode([sq.index_text(q)])[0] @ vec.T
+    want = sorted((i for i in range(4) if sim.index[i].id != q.id),
+                  key=lambda i: (-s[i], i))[:2]
+    assert row == want
+    assert q.id not in [sim.index[i].id for i in row]
+  assert got[0][0] == 1 and got[1][0] == 0  # the sibling, never itself
+  assert sim.nearest(queries, 0) == [[]] * 5
+
+
+def test_shown_text_and_per_choice_layout():
+  sim = sq.SimilarQuestions(INDEX, BagOfWords(), log=QUIET["log"])
+  q = example(9, "Where is a revolving door?", ["bank", "zoo"], 0)
+  text = sim.texts([q], 1)[0]
+  assert text == ("Similar question: Where is a revolving door found? "
+                  "Answer: bank.")
+  assert sim.per_choice([q], 1) == [[text, text]]
+  two = sim.texts([q], 2)[0]
+  assert two.startswith(text + " Similar question: ")
+
+
+def test_cache_is_reused_and_rebuilt_when_stale(tmp_path):
+  cache = tmp_path / "sim.npz"
+  enc = BagOfWords()
+  first = sq.SimilarQuestions(INDEX, enc, cache, log=QUIET["log"])
+  assert enc.calls == 1 and cache.exists()
+  again = sq.SimilarQuestions(INDEX, enc, cache, log=QUIET["log"])
+  assert enc.calls == 1  # read back, not embedded again
+  np.testing.assert_array_equal(first.vectors, again.vectors)
+  messages = []
+  changed = INDEX[:3] + [example(3, "What do dogs chase?",
+                                 ["cats", "mice", "cars"], 2)]
+  sq.SimilarQuestions(changed, enc, cache, log=messages.append)
+  assert enc.calls == 2 and any("stale" in m for m in messages)
+
+
+def test_training_knowledge_puts_similar_questions_first(
+    retrieval_runs, tmp_path, monkeypatch):
+  config, _, _ = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.answer.knowledge_workdir = ""
+  config.answer.choice_triples = 2
+  own_only = train_answer.knowledge_for(config, None, ["train", "dev"],
+                                        **QUIET)
+  config.answer.similar_questions = 2
+  config.answer.similar_encoder = "static"
+  both = train_answer.knowledge_for(config, None, ["train", "dev"], **QUIET,
+                                    cache_dir=tmp_path)
+  assert (tmp_path / "similar_questions.npz").exists()
+  train = train_answer.load_examples(config, None, "train")
+  for split in ("train", "dev"):
+    examples = train_answer.load_examples(config, None, split)
+    for e, o_row, b_row in zip(examples, own_only[split], both[split]):
+      assert len(b_row) == len(e.choices)
+      first = b_row[0][:len(b_row[0]) - len(o_row[0])].strip()
+      shown = [s for s in first.split(sq.PREFIX) if s.strip()]
+      assert len(shown) == 2
+      for b, o in zip(b_row, o_row):
+        assert b == " ".join(t for t in (first, o) if t)
+      for s in shown:  # each shown question is a labeled training one,
+        stem, answer = s.strip().rsplit(" Answer: ", 1)
+        hits = [t for t in train if t.stem == stem and t.id != e.id]
+        assert hits, (split, e.id, stem)  # never the question itself
+        assert any(answer == t.choices[t.answer_index] + "." for t in hits)
+
+
+def test_bad_encoder_name_is_refused(retrieval_runs):
+  from racer_jax.driver import check_config
+  config, _, _ = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.answer.similar_encoder = "bm25"
+  with pytest.raises(Exception, match="similar_encoder"):
+    check_config.check_config(config)
+
+
+def test_pipeline_shows_the_similar_questions_it_was_trained_with(
+    retrieval_runs, tmp_path_factory):
+  from racer_jax.agents.pipeline import Pipeline
+  from tests.agents.conftest import _train_answer
+  _, workdir = _train_answer(
+      retrieval_runs, tmp_path_factory, "similar", model="frozen_head",
+      head_epochs=2.0, head_batch_size=8, similar_questions=1,
+      similar_encoder="static")
+  assert (workdir / "similar_questions.npz").exists()
+  train = train_answer.load_examples(
+      retrieval_runs[0], None, "train")
+  question = train[0].stem
+  result = Pipeline(workdir, log=QUIET["log"]).answer(
+      question, list(train[0].choices))
+  for shown in result.rounds[0].knowledge:
+    assert shown.startswith(sq.PREFIX)  # before the KG sentences
+    stem = shown[len(sq.PREFIX):].split(" Answer: ")[0].strip()
+    # a new question (id "question") may be shown its training twin
+    assert stem in {e.stem for e in train}

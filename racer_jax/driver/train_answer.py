@@ -116,6 +116,18 @@ def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
   return texts
 
 
+def knowledge_sources(config) -> str:
+  """The knowledge the answer model is shown, in words (for the log)."""
+  a = config.answer
+  parts = [f"{a.get('similar_questions', 0)} similar training questions"
+           if a.get("similar_questions", 0) > 0 else "",
+           "the open book" if config.get("use_openbook", False) else "",
+           f"{a.choice_triples} triples per choice"
+           if a.get("choice_triples", 0) > 0 else "",
+           f"paths from {a.knowledge_workdir}" if a.knowledge_workdir else ""]
+  return ", ".join(p for p in parts if p)
+
+
 def similar_for(config, data_dir, cache_dir, log):
   """KEAR's index of similar training questions, cached in ``cache_dir``
   (None: not cached)."""
@@ -291,7 +303,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     log(f"resuming from step {int(state.step)}")
   start = int(state.step)
   log(f"answer model: {n} training questions, {total} updates of {bs}, "
-      f"knowledge {'from ' + a.knowledge_workdir if knowledge else 'off'}")
+      f"knowledge {knowledge_sources(config) if knowledge else 'off'}")
   step_fn = make_answer_step(model, optimizer)
   orders = {}
 

@@ -2,6 +2,8 @@
 force reference, the question itself never shown, the cache, and the text
 the answer model is trained on."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -125,22 +127,52 @@ def test_bad_encoder_name_is_refused(retrieval_runs):
     check_config.check_config(config)
 
 
-def test_pipeline_shows_the_similar_questions_it_was_trained_with(
-    retrieval_runs, tmp_path_factory):
-  from racer_jax.agents.pipeline import Pipeline
+
+@pytest.fixture(scope="module")
+def similar_run(retrieval_runs, tmp_path_factory):
+  """A short frozen-head answer run shown one similar question."""
   from tests.agents.conftest import _train_answer
-  _, workdir = _train_answer(
+  return _train_answer(
       retrieval_runs, tmp_path_factory, "similar", model="frozen_head",
       head_epochs=2.0, head_batch_size=8, similar_questions=1,
       similar_encoder="static")
+
+
+def shown_stems(knowledge: str) -> list[str]:
+  """The stems of the similar questions at the start of a knowledge text."""
+  assert knowledge.startswith(sq.PREFIX), knowledge
+  return [s.split(" Answer: ")[0].strip()
+          for s in knowledge.split(sq.PREFIX) if s.strip()]
+
+
+def test_pipeline_shows_the_similar_questions_it_was_trained_with(
+    retrieval_runs, similar_run):
+  from racer_jax.agents.pipeline import Pipeline
+  _, workdir = similar_run
   assert (workdir / "similar_questions.npz").exists()
-  train = train_answer.load_examples(
-      retrieval_runs[0], None, "train")
-  question = train[0].stem
+  train = train_answer.load_examples(retrieval_runs[0], None, "train")
   result = Pipeline(workdir, log=QUIET["log"]).answer(
-      question, list(train[0].choices))
+      train[0].stem, list(train[0].choices))
   for shown in result.rounds[0].knowledge:
-    assert shown.startswith(sq.PREFIX)  # before the KG sentences
-    stem = shown[len(sq.PREFIX):].split(" Answer: ")[0].strip()
     # a new question (id "question") may be shown its training twin
-    assert stem in {e.stem for e in train}
+    assert len(shown_stems(shown)) == 1
+    assert shown_stems(shown)[0] in {e.stem for e in train}
+
+
+@pytest.mark.slow  # the four-agent evaluation, two passes
+def test_agents_evaluation_shows_them_too(retrieval_runs, similar_run,
+                                          demo_workspace):
+  from racer_jax.eval import agents_eval
+  config, workdir = similar_run
+  figures = agents_eval.evaluate(config, None, workdir, seeds=1, **QUIET)
+  assert figures["similar_questions"] == 1
+  train = {e.stem: e.id for e in train_answer.load_examples(
+      retrieval_runs[0], None, "train")}
+  rows = [json.loads(x) for x in (workdir / "eval" / "dev" /
+                                  "full.seed0.jsonl").read_text().splitlines()]
+  assert len(rows) == len(demo_workspace.splits["dev"].examples)
+  for row in rows:
+    for rd in row["rounds"]:
+      for shown in rd["knowledge"]:
+        stems = shown_stems(shown)
+        assert len(stems) == 1 and train[stems[0]] != row["id"]

@@ -137,13 +137,13 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.max_sentences = 6       # knowledge sentences per choice
   config.answer.reached_only = False    # show only paths that reach it
   config.answer.choice_triples = 0      # KEAR: each choice's own KG triples
+  #                                       shown before the paths (0: none)
   # KEAR: the k most similar training questions with their answers
   # (racer_jax/agents/similar_questions.py); on CSQA mostly the sibling
   # questions of the same source concept, so report it apart.
   config.answer.similar_questions = 0
   config.answer.similar_split = "train"
   config.answer.similar_encoder = "minilm"
-  #                                       shown before the paths (0: none)
   config.answer.max_length = 96         # tokens per (question, choice)
   config.answer.batch_size = 16         # questions per update
   config.answer.epochs = 1.0

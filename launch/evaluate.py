@@ -15,7 +15,10 @@ refiner run (``train.stage=refiner``) ``gold_in_topk_refiner``,
 ``hit_rate_memory_off``, ... and, with ``--top_ks``, a sweep over k'; for
 an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
 ``accuracy_answer_head_only``, ``llm_calls_per_question``,
-``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...
+``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...;
+with ``--answer_only`` the answer model alone from its newest checkpoint,
+or with ``--ensemble=DIR,...`` several answer runs' probabilities averaged:
+``accuracy``, ``accuracy_members``, ``accuracy_members_mean``, ...
 """
 
 import json
@@ -30,7 +33,8 @@ import ml_collections  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from configs import default as default_config  # noqa: E402
-from racer_jax.eval import agents_eval, refiner_eval  # noqa: E402
+from racer_jax.eval import agents_eval, answer_eval  # noqa: E402
+from racer_jax.eval import refiner_eval  # noqa: E402
 from racer_jax.eval import retrieval_eval  # noqa: E402
 from racer_jax.eval import walker_eval  # noqa: E402
 
@@ -84,6 +88,14 @@ _RESUME = flags.DEFINE_bool(
 _EVAL_FILE = flags.DEFINE_string(
     "eval_file", None, "Answer runs: evaluate on this jsonl (the "
     "CommonsenseQA/OpenBookQA format) instead of a split.")
+_ANSWER_ONLY = flags.DEFINE_bool(
+    "answer_only", False, "Answer runs: evaluate the answer model alone "
+    "from its checkpoint, shown the knowledge it was trained with (no "
+    "agents; racer_jax/eval/answer_eval.py).")
+_ENSEMBLE = flags.DEFINE_list(
+    "ensemble", [], "Answer runs, with --answer_only: more answer runs "
+    "whose choice probabilities are averaged with --workdir's (each shown "
+    "its own knowledge).")
 _COMPARE = flags.DEFINE_list(
     "compare", [], "LABEL=DIR walker runs trained with train.eval_every "
     "(repeat a label for seeds): compare learning speed (updates to reach "
@@ -122,7 +134,13 @@ def main(argv):
     with open(path, encoding="utf-8") as f:
       config = ml_collections.ConfigDict(json.load(f))
   stage = config.train.get("stage", "walker")
-  if stage == "answer":
+  if _ENSEMBLE.value and not (stage == "answer" and _ANSWER_ONLY.value):
+    raise app.UsageError("--ensemble needs an answer run and --answer_only")
+  if stage == "answer" and _ANSWER_ONLY.value:
+    figures = answer_eval.evaluate(
+        config, _DATA_DIR.value, _WORKDIR.value, ensemble=_ENSEMBLE.value,
+        split=_SPLIT.value, progress=_PROGRESS.value)
+  elif stage == "answer":
     # Runs saved before the agents section existed get its defaults.
     agents = ml_collections.ConfigDict(default_config.get_config().agents)
     agents.update(config.get("agents", {}))

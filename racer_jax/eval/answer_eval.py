@@ -1,0 +1,167 @@
+"""The answer model alone, from its checkpoint — one run, or an ensemble.
+
+  python launch/evaluate.py --workdir=W --answer_only [--ensemble=W2,W3]
+
+The answer run in ``W`` (then each run of ``--ensemble``: its *members*) is
+restored from its newest checkpoint and shown the knowledge it was trained
+with, read from its own ``config.json`` (similar training questions, the
+open book, choice triples, refined paths: :func:`train_answer.knowledge_for`),
+so members may differ in knowledge, seed or epochs. Without the agents: no
+critic, no re-exploration — the figure the answer stage reports at the end of
+training, recomputed from the checkpoint.
+
+The ensemble's choice probabilities are the members' probabilities averaged
+(each member's softmax over the choices, equal weights): the usual rule, fixed
+here rather than chosen on the evaluated split.
+
+Files in ``<W>/eval/answer_only/``:
+
+* ``<split>.member<i>.answer.jsonl`` — member ``i``'s predictions (the
+  answer stage's format, with the knowledge shown), ``...member<i>.json`` its
+  workdir and checkpoint step: a rerun reuses a member file that matches, so
+  a stopped evaluation loses no finished member;
+* ``<split>.ensemble.answer.jsonl`` — the averaged probabilities (compare
+  runs with ``launch/compare.py``);
+* ``<split>.metrics.json`` — the figures, also returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+from racer_jax.driver import train_answer
+
+
+def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
+  """float32 [Q, C]: the mean of the members' [Q, C] probabilities."""
+  if not member_probs:
+    raise ValueError("an ensemble needs at least one member")
+  shapes = {p.shape for p in member_probs}
+  if len(shapes) != 1:
+    raise ValueError(f"members disagree on [questions, choices]: {shapes}")
+  return np.mean(np.stack(member_probs), axis=0).astype(np.float32)
+
+
+def member_predictions(workdir, data_dir, split: str, *, progress: bool,
+                       log: Callable[[str], None]):
+  """``(AnswerData, probs float32 [Q, C], checkpoint step)`` of the answer
+  run in ``workdir`` on ``split``, shown the knowledge it was trained
+  with."""
+  answerer = LocalAnswerer(workdir, log=log)
+  config = answerer.config
+  knowledge = train_answer.knowledge_for(config, data_dir, [split], progress,
+                                         log, cache_dir=workdir)
+  shown = knowledge[split] if knowledge else None
+  examples = train_answer.load_examples(config, data_dir, split)
+  requests = [AnswerRequest(e.stem, list(e.choices),
+                            shown[i] if shown else None)
+              for i, e in enumerate(examples)]
+  probs = answerer.probs(requests)
+  gold = np.array([-1 if e.answer_index is None else e.answer_index
+                   for e in examples], np.int32)
+  data = train_answer.AnswerData(examples, None, gold,
+                                 answerer.num_choices, shown)
+  return data, probs, answerer.step
+
+
+def _write_json(path: Path, obj) -> None:
+  tmp = path.with_suffix(".tmp")
+  tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+  os.replace(tmp, path)
+
+
+def _load_member(path: Path, meta_path: Path, workdir: Path):
+  """A finished member's ``(ids, gold, probs, step, choice counts)`` when its files match the
+  run's newest checkpoint, else None."""
+  if not (path.is_file() and meta_path.is_file()):
+    return None
+  meta = json.loads(meta_path.read_text())
+  steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir()
+                 if p.name.isdigit())
+  if meta.get("workdir") != str(workdir) or not steps or (
+      meta.get("step") != steps[-1]):
+    return None
+  rows = [json.loads(line) for line in path.read_text().splitlines()]
+  width = max(len(r["probs"]) for r in rows)
+  probs = np.zeros((len(rows), width), np.float32)
+  for i, r in enumerate(rows):
+    probs[i, :len(r["probs"])] = r["probs"]
+  return ([r["id"] for r in rows], np.array([r["gold"] for r in rows]),
+          probs, meta["step"], [len(r["probs"]) for r in rows])
+
+
+def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
+             progress: bool = True,
+             log: Callable[[str], None] = print) -> dict:
+  """See the module docstring. ``config``: the run in ``workdir``;
+  ``ensemble``: further answer run folders (members)."""
+  workdir = Path(workdir).resolve()
+  split = split or config.eval.split
+  members = [workdir] + [Path(w).resolve() for w in ensemble]
+  for m in members:
+    if not (m / "config.json").is_file():
+      raise FileNotFoundError(f"{m / 'config.json'} not found: not an "
+                              "answer run")
+    stage = json.loads((m / "config.json").read_text()).get(
+        "train", {}).get("stage")
+    if stage != "answer":
+      raise ValueError(f"{m}: train.stage is {stage!r}, not 'answer'")
+  out_dir = workdir / "eval" / "answer_only"
+  out_dir.mkdir(parents=True, exist_ok=True)
+  ids = gold = None
+  rows, accuracies, steps = [], [], []
+  for i, m in enumerate(members):
+    path = out_dir / f"{split}.member{i}.answer.jsonl"
+    meta_path = out_dir / f"{split}.member{i}.json"
+    done = _load_member(path, meta_path, m)
+    if done is not None:
+      member_ids, member_gold, probs, step, counts = done
+      log(f"member {i} ({m}, step {step}): reusing {path.name}")
+    else:
+      log(f"member {i}: {m}")
+      data, probs, step = member_predictions(m, data_dir, split,
+                                             progress=progress, log=log)
+      train_answer.write_predictions(path, data, probs)
+      _write_json(meta_path, {"workdir": str(m), "step": step})
+      member_ids = [e.id for e in data.examples]
+      member_gold = data.gold
+      counts = [len(e.choices) for e in data.examples]
+    if ids is None:
+      ids, gold = member_ids, member_gold
+    elif member_ids != ids or not np.array_equal(member_gold, gold):
+      raise ValueError(f"member {m} was evaluated on other questions than "
+                       f"{members[0]} (split {split!r}): its data config "
+                       "differs")
+    rows.append(probs)
+    steps.append(step)
+    accuracies.append(train_answer.accuracy(probs, gold))
+    log(f"member {i} accuracy {accuracies[-1]:.4f}")
+  width = max(p.shape[1] for p in rows)
+  rows = [np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in rows]
+  probs = ensemble_probs(rows)
+  labeled = gold >= 0
+  with open(out_dir / f"{split}.ensemble.answer.jsonl", "w",
+            encoding="utf-8") as f:
+    for q, qid in enumerate(ids):
+      f.write(json.dumps({"id": qid, "gold": int(gold[q]),
+                          "prediction": int(np.argmax(probs[q])),
+                          "probs": [round(float(x), 5)
+                                    for x in probs[q][:counts[q]]]})
+              + "\n")
+  figures = {
+      "accuracy": train_answer.accuracy(probs, gold),
+      "accuracy_members": accuracies,
+      "accuracy_members_mean": float(np.mean(accuracies)),
+      "members": [str(m) for m in members],
+      "member_steps": steps,
+      "questions": int(labeled.sum()),
+      "split": split,
+  }
+  _write_json(out_dir / f"{split}.metrics.json", figures)
+  return figures

@@ -31,6 +31,7 @@ def responder(log):
   return respond
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_proposal_matches_the_update(retrieval_runs, demo_workspace):
   config, _, _ = retrieval_runs
   config = config.copy_and_resolve_references()

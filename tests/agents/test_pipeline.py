@@ -14,6 +14,7 @@ QUESTION = "Where would a bird fly to sleep at night?"
 CHOICES = ["nest", "ocean", "oven", "library"]
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_pipeline_answers_a_new_question(answer_run, demo_workspace):
   _, workdir = answer_run
   pipeline = Pipeline(workdir, log=lambda _: None)

@@ -145,6 +145,7 @@ def shown_stems(knowledge: str) -> list[str]:
           for s in knowledge.split(sq.PREFIX) if s.strip()]
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_pipeline_shows_the_similar_questions_it_was_trained_with(
     retrieval_runs, similar_run):
   from racer_jax.agents.pipeline import Pipeline

@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_rollout_benchmark_on_demo(tmp_path):
   env = {k: v for k, v in os.environ.items() if k != "RACER_DATA_DIR"}
   out = subprocess.run(

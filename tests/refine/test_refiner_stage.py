@@ -67,6 +67,7 @@ def test_multipath_is_greedy_after_the_switch_and_distinct(walker_run):
   assert distinct.sum(axis=1).max() > 1
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
   config, root = walker_run
   config = config.copy_and_resolve_references()

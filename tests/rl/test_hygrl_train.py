@@ -25,6 +25,7 @@ def _final(workdir, template):
   return state, record, step
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_hygrl_resume_after_stop_equals_uninterrupted(tmp_path):
   config = test_config.get_config()
   config.method = "hygrl"
@@ -44,6 +45,7 @@ def test_hygrl_resume_after_stop_equals_uninterrupted(tmp_path):
   chex.assert_trees_all_equal(a, b)
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_retrieval_evaluation_cli(tmp_path):
   config = test_config.get_config()
   config.method = "hygrl"
@@ -64,6 +66,7 @@ def test_retrieval_evaluation_cli(tmp_path):
           lo["mean_subgraph_nodes_heuristic"])
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_walker_with_heuristic_prior(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import REPO
 
 SCRIPT = textwrap.dedent("""
@@ -57,6 +59,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_eight_devices_match_one():
   env = dict(os.environ,
              XLA_FLAGS="--xla_force_host_platform_device_count=8",

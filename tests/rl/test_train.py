@@ -89,6 +89,7 @@ def test_checkpoint_roundtrip_is_exact(demo_ws, tmp_path):
   assert jax.tree.structure(restored) == jax.tree.structure(state)
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_resume_after_stop_equals_uninterrupted(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
@@ -109,6 +110,7 @@ def test_resume_after_stop_equals_uninterrupted(tmp_path):
   chex.assert_trees_all_equal(finals[0], finals[1])
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_training_beats_untrained_on_demo(tmp_path):
   config = demo_config.get_config()
   config.memory.enabled = False  # the plain walker (the demo keeps one)
@@ -132,6 +134,7 @@ def test_training_beats_untrained_on_demo(tmp_path):
   assert after["oracle_hit_rate"] == 1.0
 
 
+@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_cli_train_then_evaluate(tmp_path):
   run = lambda *args: subprocess.run(
       [sys.executable, *args], capture_output=True, text=True, check=True,

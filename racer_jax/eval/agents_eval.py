@@ -132,8 +132,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   if not refiner_dir:
     raise ValueError(f"{workdir}: this answer run has no retrieval "
                      "(answer.knowledge_workdir is empty); the agents need "
-                     "one — train the answer stage with knowledge, or evaluate the "
-                     "answer model alone with --answer_only")
+                     "one — train the answer stage with knowledge, or evaluate "
+                     "the answer model alone with --answer_only")
   rconfig = ml_collections.ConfigDict(json.loads(
       (Path(refiner_dir) / "config.json").read_text()))
   split = split or config.eval.split

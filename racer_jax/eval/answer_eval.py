@@ -36,6 +36,7 @@ import numpy as np
 
 from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
 from racer_jax.driver import train_answer
+from racer_jax.driver.checkpoints import Checkpointer
 
 
 def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
@@ -77,13 +78,14 @@ def _write_json(path: Path, obj) -> None:
 
 
 def _load_member(path: Path, meta_path: Path, workdir: Path):
-  """A finished member's ``(ids, gold, probs, step, choice counts)`` when its files match the
-  run's newest checkpoint, else None."""
+  """A finished member's ``(ids, gold, probs, step, choice counts)`` when
+  its files match the run's newest checkpoint, else None."""
   if not (path.is_file() and meta_path.is_file()):
     return None
   meta = json.loads(meta_path.read_text())
-  steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir()
-                 if p.name.isdigit())
+  ckpt = Checkpointer(workdir / "checkpoints")
+  steps = ckpt.all_steps()
+  ckpt.close()
   if meta.get("workdir") != str(workdir) or not steps or (
       meta.get("step") != steps[-1]):
     return None

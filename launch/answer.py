@@ -40,6 +40,9 @@ _BACKEND = flags.DEFINE_enum("backend", None, ["local", "gemini"],
 _API_KEY = flags.DEFINE_string("api_key", None, "Gemini API key (default: "
                                "$GEMINI_API_KEY / $GOOGLE_API_KEY).")
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
+_ENSEMBLE = flags.DEFINE_list(
+    "ensemble", [], "More answer runs trained with --workdir's knowledge "
+    "setup; the AnswerAgent averages their choice probabilities.")
 _PLOT = flags.DEFINE_string("plot", None, "Draw the reasoning paths to this "
                             "PNG (matplotlib).")
 
@@ -56,7 +59,8 @@ def main(argv):
     agents.backend = _BACKEND.value
   quiet = (lambda _: None)
   pipeline = Pipeline(_WORKDIR.value, _DATA_DIR.value, agents=agents,
-                      api_key=_API_KEY.value, log=quiet)
+                      api_key=_API_KEY.value, ensemble=_ENSEMBLE.value,
+                      log=quiet)
   result = pipeline.answer(_QUESTION.value, _CHOICES.value, seed=_SEED.value)
   if _FORMAT.value == "json":
     print(json.dumps({**result.to_dict(), "critic": pipeline.critic_source,

@@ -16,9 +16,11 @@ refiner run (``train.stage=refiner``) ``gold_in_topk_refiner``,
 an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
 ``accuracy_answer_head_only``, ``llm_calls_per_question``,
 ``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...;
-with ``--answer_only`` the answer model alone from its newest checkpoint,
-or with ``--ensemble=DIR,...`` several answer runs' probabilities averaged:
-``accuracy``, ``accuracy_members``, ``accuracy_members_mean``, ...
+with ``--ensemble=DIR,...`` the AnswerAgent averages several answer runs
+trained with the same knowledge; with ``--answer_only`` the answer model
+alone from its newest checkpoint (with ``--ensemble``, several answer runs'
+probabilities averaged, each shown its own knowledge): ``accuracy``,
+``accuracy_members``, ``accuracy_members_mean``, ...
 """
 
 import json
@@ -93,9 +95,10 @@ _ANSWER_ONLY = flags.DEFINE_bool(
     "from its checkpoint, shown the knowledge it was trained with (no "
     "agents; racer_jax/eval/answer_eval.py).")
 _ENSEMBLE = flags.DEFINE_list(
-    "ensemble", [], "Answer runs, with --answer_only: more answer runs "
-    "whose choice probabilities are averaged with --workdir's (each shown "
-    "its own knowledge).")
+    "ensemble", [], "Answer runs: more answer runs whose choice "
+    "probabilities are averaged with --workdir's. With --answer_only each "
+    "is shown its own knowledge; in the agents' loop all must have been "
+    "trained with --workdir's knowledge setup.")
 _COMPARE = flags.DEFINE_list(
     "compare", [], "LABEL=DIR walker runs trained with train.eval_every "
     "(repeat a label for seeds): compare learning speed (updates to reach "
@@ -134,8 +137,8 @@ def main(argv):
     with open(path, encoding="utf-8") as f:
       config = ml_collections.ConfigDict(json.load(f))
   stage = config.train.get("stage", "walker")
-  if _ENSEMBLE.value and not (stage == "answer" and _ANSWER_ONLY.value):
-    raise app.UsageError("--ensemble needs an answer run and --answer_only")
+  if _ENSEMBLE.value and stage != "answer":
+    raise app.UsageError("--ensemble needs an answer run")
   if stage == "answer" and _ANSWER_ONLY.value:
     figures = answer_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, ensemble=_ENSEMBLE.value,
@@ -157,7 +160,7 @@ def main(argv):
         api_key=_API_KEY.value,
         ablations=_ABLATION_NAMES.value if _ABLATIONS.value else (),
         ablation_workdirs=dict(pairs), ablation_seeds=_ABLATION_SEEDS.value,
-        progress=_PROGRESS.value)
+        ensemble=_ENSEMBLE.value, progress=_PROGRESS.value)
   elif stage == "refiner":
     figures = refiner_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,

@@ -3,6 +3,9 @@ templated knowledge, with the prompt and raw output kept for inspection.
 
 * :class:`LocalAnswerer` (the default): the fine-tuned cross-encoder of an
   answer run (``--config.stage=answer``), batched on the device.
+* :class:`EnsembleAnswerer`: several answer runs trained with the same
+  knowledge setup (seeds, epochs, learning rates may differ), their choice
+  probabilities averaged with equal weights.
 * :class:`LLMAnswerer`: a text LLM backend (Gemini) with a JSON schema; a
   failed or invalid reply falls back to the local answerer for that question
   and is counted in the run report.
@@ -59,6 +62,7 @@ class LocalAnswerer:
                log=lambda _: None):
     from racer_jax.driver import train_answer
     workdir = Path(workdir)
+    self.workdir = workdir
     config = ml_collections.ConfigDict(json.loads(
         (workdir / "config.json").read_text()))
     self.config = config
@@ -103,18 +107,95 @@ class LocalAnswerer:
                                 self.tokenizer, self.batch_size)
 
   def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
-    probs = self.probs(requests) if requests else np.zeros((0, 1))
-    out = []
-    for req, p in zip(requests, probs):
-      p = [float(x) for x in p[:len(req.choices)]]
-      choice = int(np.argmax(p))
-      prompt = " | ".join(f"{req.question} [SEP] {c}. {k}"
-                          for c, k in zip(req.choices, req.knowledge))
-      out.append(Answer(choice, p[choice], p, _rationale(req, choice,
-                                                         p[choice]),
-                        prompt, json.dumps([round(x, 5) for x in p]),
-                        self.name))
-    return out
+    return answers_from_probs(requests, self.probs(requests) if requests
+                              else np.zeros((0, 1)), self.name)
+
+
+def answers_from_probs(requests: list[AnswerRequest], probs: np.ndarray,
+                       name: str) -> list[Answer]:
+  """One :class:`Answer` per request from float [Q, >= choices] choice
+  probabilities: the most probable choice, its probability as confidence."""
+  out = []
+  for req, p in zip(requests, probs):
+    p = [float(x) for x in p[:len(req.choices)]]
+    choice = int(np.argmax(p))
+    prompt = " | ".join(f"{req.question} [SEP] {c}. {k}"
+                        for c, k in zip(req.choices, req.knowledge))
+    out.append(Answer(choice, p[choice], p, _rationale(req, choice,
+                                                       p[choice]),
+                      prompt, json.dumps([round(x, 5) for x in p]), name))
+  return out
+
+
+def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
+  """float32 [Q, C]: the mean of the members' [Q, C] probabilities."""
+  if not member_probs:
+    raise ValueError("an ensemble needs at least one member")
+  shapes = {p.shape for p in member_probs}
+  if len(shapes) != 1:
+    raise ValueError(f"members disagree on [questions, choices]: {shapes}")
+  return np.mean(np.stack(member_probs), axis=0).astype(np.float32)
+
+
+# What an answer run was shown besides question and choice: members of an
+# ensemble inside the agents' loop must agree on all of it, since the loop
+# builds one knowledge text per choice for every member.
+KNOWLEDGE_FIELDS = (
+    "answer.knowledge_workdir", "answer.paths_per_choice",
+    "answer.max_sentences", "answer.reached_only", "answer.choice_triples",
+    "answer.similar_questions", "use_openbook", "openbook.facts_per_choice",
+    "batch.num_choices")
+
+
+def knowledge_setup(config) -> dict:
+  """``{field: value}`` of :data:`KNOWLEDGE_FIELDS` in a run's config
+  (``None`` where the run's config lacks the field)."""
+  out = {}
+  for name in KNOWLEDGE_FIELDS:
+    node = config
+    for part in name.split("."):
+      node = node.get(part) if node is not None else None
+    out[name] = node
+  return out
+
+
+class EnsembleAnswerer:
+  """Answer runs trained with one knowledge setup, probabilities averaged.
+
+  ``members``: :class:`LocalAnswerer` s; a member whose
+  :func:`knowledge_setup` differs from the first's is refused with the
+  field named (use ``evaluate.py --answer_only --ensemble`` to combine runs
+  trained with different knowledge, outside the loop)."""
+
+  name = "local"
+
+  def __init__(self, members: list[LocalAnswerer]):
+    if not members:
+      raise ValueError("an ensemble needs at least one member")
+    first = knowledge_setup(members[0].config)
+    for m in members[1:]:
+      theirs = knowledge_setup(m.config)
+      diff = {k: (first[k], theirs[k]) for k in first if first[k] != theirs[k]}
+      if diff:
+        raise ValueError(
+            f"{m.workdir} was trained with other knowledge than "
+            f"{members[0].workdir}: " + ", ".join(
+                f"{k} {a!r} vs {b!r}" for k, (a, b) in sorted(diff.items()))
+            + "; the agents' loop shows every member the same knowledge")
+    self.members = members
+    self.config = members[0].config
+    self.num_choices = members[0].num_choices
+    self.uses_knowledge = members[0].uses_knowledge
+    self.step = [m.step for m in members]
+    self.workdirs = [str(m.workdir) for m in members]
+
+  def probs(self, requests: list[AnswerRequest]) -> np.ndarray:
+    """float32 [Q, num_choices]: the members' probabilities averaged."""
+    return ensemble_probs([m.probs(requests) for m in self.members])
+
+  def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
+    return answers_from_probs(requests, self.probs(requests) if requests
+                              else np.zeros((0, 1)), self.name)
 
 
 ANSWER_SYSTEM = (

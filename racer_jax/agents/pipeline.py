@@ -17,7 +17,8 @@ import jax
 import ml_collections
 
 from racer_jax.agents import llm
-from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
+from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
+from racer_jax.agents.answer import LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, QuestionResult
@@ -28,14 +29,19 @@ from racer_jax.driver.inputs import load_workspace, make_encoder
 from racer_jax.kg import grounding, subgraph
 
 
-def calibrated_critic(workdir: Path) -> tuple[LocalCritic, str]:
+def calibrated_critic(workdir: Path, members: Sequence[str] = ()
+                      ) -> tuple[LocalCritic, str]:
   """The thresholds fitted on all questions of the newest agents
-  evaluation of ``workdir``, and where they came from."""
+  evaluation of ``workdir`` whose AnswerAgent was the same (this run alone,
+  or the ensemble ``[workdir, *members]``), and where they came from."""
+  want = [str(Path(m).resolve()) for m in [workdir, *members]]
   files = sorted((workdir / "eval").glob("*/metrics.json"),
                  key=lambda p: p.stat().st_mtime)
   for path in reversed(files):
-    fitted = json.loads(path.read_text()).get("critic_thresholds", {})
-    if "all" in fitted:
+    figures = json.loads(path.read_text())
+    used = figures.get("answer_members", [str(Path(workdir).resolve())])
+    fitted = figures.get("critic_thresholds", {})
+    if "all" in fitted and used == want:
       return LocalCritic(*fitted["all"]), str(path)
   return LocalCritic(0.5, 0.0), "default (no agents evaluation yet)"
 
@@ -74,7 +80,10 @@ def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
 
 class Pipeline:
   def __init__(self, workdir, data_dir=None, *, agents=None, api_key=None,
+               ensemble: Sequence[str] = (),
                log: Callable[[str], None] = print):
+    """``ensemble``: more answer runs trained with this run's knowledge
+    setup, averaged with it by the AnswerAgent."""
     self.workdir = Path(workdir)
     config = ml_collections.ConfigDict(json.loads(
         (self.workdir / "config.json").read_text()))
@@ -99,7 +108,10 @@ class Pipeline:
     agents = agents or config.agents
     self.usage = llm.UsageReport()
     local = LocalAnswerer(self.workdir, log=log)
-    critic, self.critic_source = calibrated_critic(self.workdir)
+    if ensemble:
+      local = EnsembleAnswerer([local] + [LocalAnswerer(w, log=log)
+                                          for w in ensemble])
+    critic, self.critic_source = calibrated_critic(self.workdir, ensemble)
     backend = llm.make_backend(agents, api_key, cache_path=self.workdir /
                                "llm_cache.sqlite")
     self.graph = build_graph_agent(

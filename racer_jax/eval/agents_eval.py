@@ -32,7 +32,8 @@ import ml_collections
 import numpy as np
 
 from racer_jax.agents import llm
-from racer_jax.agents.answer import AnswerRequest, LLMAnswerer, LocalAnswerer
+from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer
+from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, FoldCritic
@@ -112,14 +113,17 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
              eval_file: str | None = None, seeds: int = 1,
              resume: bool = False, baseline_workdir=None, agents=None,
              api_key=None, ablations=(), ablation_workdirs=None,
-             ablation_seeds: int | None = None, progress: bool = True,
+             ablation_seeds: int | None = None, ensemble=(),
+             progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``agents``: a config with ``backend``
   (``local`` | ``gemini``), ``model``, ``max_turns``, ... (default:
   ``config.agents``); ``ablations``: names from :data:`ABLATIONS`
   (``no_critic`` is always run: it calibrates the critic), run for the
   first ``ablation_seeds`` seeds (default: all); each ablation's delta is
-  to the full system over the same seeds."""
+  to the full system over the same seeds. ``ensemble``: more answer runs
+  trained with this run's knowledge setup; the AnswerAgent averages their
+  choice probabilities with this run's (:class:`EnsembleAnswerer`)."""
   started = time.perf_counter()
   workdir = Path(workdir)
   agents = agents or config.agents
@@ -140,10 +144,16 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   ws, key = eval_workspace(rconfig, data_dir, refiner_dir, split, eval_file,
                            progress=progress, log=log)
   data = ws.splits[key]
+  local = LocalAnswerer(workdir, log=log)
   name = key
+  if ensemble:  # its own folder: a resumed pass never mixes answerers
+    local = EnsembleAnswerer([local] + [LocalAnswerer(w, log=log)
+                                        for w in ensemble])
+    name = f"{key}.ensemble"
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
-  local = LocalAnswerer(workdir, log=log)
+  if ensemble:
+    _check_members(out_dir / "members.json", local, resume)
   backend = llm.make_backend(agents, api_key,
                              cache_path=workdir / "llm_cache.sqlite")
   keep = config.answer.paths_per_choice
@@ -260,6 +270,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "name": name, "split": split if not eval_file else None,
       "eval_file": str(eval_file) if eval_file else None,
       "backend": agents.backend, "answer_step": local.step,
+      "answer_members": [str(Path(w).resolve()) for w in
+                         getattr(local, "workdirs", [workdir])],
       "graph_agent": agents.get("graph", "walker"),
       "use_openbook": bool(config.get("use_openbook", False)),
       "choice_triples": int(config.answer.get("choice_triples", 0)),
@@ -294,6 +306,19 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   report.write_report(out_dir, figures, config=config, workdir=workdir,
                       log=log)
   return figures
+
+
+def _check_members(path: Path, answerer, resume: bool) -> None:
+  """Records the ensemble's members and checkpoint steps in ``path``; a
+  resumed evaluation whose members differ is refused."""
+  members = {"workdirs": answerer.workdirs, "steps": answerer.step}
+  if resume and path.is_file():
+    before = json.loads(path.read_text())
+    if before != members:
+      raise ValueError(f"{path}: this folder's passes were run by the "
+                       f"ensemble {before}, not {members}; rerun without "
+                       "--resume to start over")
+  path.write_text(json.dumps(members, indent=1))
 
 
 def calibrate(one_round: list[dict]):

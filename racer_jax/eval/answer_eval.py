@@ -35,18 +35,9 @@ from typing import Callable
 import numpy as np
 
 from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+from racer_jax.agents.answer import ensemble_probs
 from racer_jax.driver import train_answer
 from racer_jax.driver.checkpoints import Checkpointer
-
-
-def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
-  """float32 [Q, C]: the mean of the members' [Q, C] probabilities."""
-  if not member_probs:
-    raise ValueError("an ensemble needs at least one member")
-  shapes = {p.shape for p in member_probs}
-  if len(shapes) != 1:
-    raise ValueError(f"members disagree on [questions, choices]: {shapes}")
-  return np.mean(np.stack(member_probs), axis=0).astype(np.float32)
 
 
 def member_predictions(workdir, data_dir, split: str, *, progress: bool,

@@ -1,0 +1,106 @@
+"""The AnswerAgent as an ensemble of answer runs inside the agents' loop:
+its probabilities are the members' mean on the knowledge the loop showed,
+members trained with other knowledge are refused, and a resumed
+evaluation never mixes answerers."""
+
+import json
+from types import SimpleNamespace
+
+import ml_collections
+import numpy as np
+import pytest
+
+from racer_jax.agents.answer import (AnswerRequest, EnsembleAnswerer,
+                                     LocalAnswerer, knowledge_setup)
+from racer_jax.eval import agents_eval
+from tests.agents.conftest import QUIET
+
+
+def _member(name, probs, **answer):
+  config = ml_collections.ConfigDict({
+      "answer": {"knowledge_workdir": "ref", "paths_per_choice": 2,
+                 "max_sentences": 6, "reached_only": False,
+                 "choice_triples": 0, "similar_questions": 0, **answer},
+      "use_openbook": False, "openbook": {"facts_per_choice": 2},
+      "batch": {"num_choices": 3}})
+  return SimpleNamespace(config=config, workdir=name, step=7,
+                         num_choices=3, uses_knowledge=True,
+                         probs=lambda requests: probs[:len(requests)])
+
+
+def test_probabilities_are_the_members_mean():
+  a = np.array([[0.6, 0.3, 0.1], [0.1, 0.1, 0.8]], np.float32)
+  b = np.array([[0.0, 0.9, 0.1], [0.2, 0.4, 0.4]], np.float32)
+  ensemble = EnsembleAnswerer([_member("a", a), _member("b", b)])
+  requests = [AnswerRequest("q1", ["x", "y", "z"], ["k1", "k2", "k3"]),
+              AnswerRequest("q2", ["x", "y"], ["", ""])]
+  np.testing.assert_allclose(ensemble.probs(requests), (a + b) / 2)
+  first, second = ensemble.answer_many(requests)
+  # (0.3, 0.6, 0.1): the second member's favourite wins on the average.
+  assert first.choice == 1 and first.confidence == pytest.approx(0.6)
+  # A question with fewer choices than the model's width: only its own.
+  assert len(second.probs) == 2 and second.choice == 1
+  assert ensemble.step == [7, 7] and ensemble.workdirs == ["a", "b"]
+
+
+def test_a_member_trained_with_other_knowledge_is_refused():
+  p = np.ones((1, 3), np.float32) / 3
+  with pytest.raises(ValueError, match=r"answer\.choice_triples 0 vs 3"):
+    EnsembleAnswerer([_member("a", p), _member("b", p, choice_triples=3)])
+  with pytest.raises(ValueError, match="knowledge_workdir"):
+    EnsembleAnswerer([_member("a", p),
+                      _member("b", p, knowledge_workdir="other")])
+  with pytest.raises(ValueError, match="at least one"):
+    EnsembleAnswerer([])
+  # Seeds, epochs and learning rates are not part of the knowledge setup.
+  assert knowledge_setup(_member("a", p).config) == knowledge_setup(
+      _member("b", p, learning_rate=1e-4).config)
+
+
+@pytest.mark.slow  # ~1-2 min: two passes of the loop and a second model
+def test_the_loop_answers_with_the_members_mean(answer_run, head_run):
+  config, workdir = answer_run
+  _, other = head_run
+  figures = agents_eval.evaluate(config, None, workdir, ensemble=[other],
+                                 **QUIET)
+  out = workdir / "eval" / "dev.ensemble"
+  assert figures["answer_members"] == [str(workdir.resolve()),
+                                       str(other.resolve())]
+  members = [LocalAnswerer(w) for w in (workdir, other)]
+  rows = [json.loads(x) for x in
+          (out / "full.seed0.jsonl").read_text().splitlines()]
+  assert rows
+  for r in rows:
+    for turn in r["rounds"]:
+      req = AnswerRequest(r["question"], r["choices"], turn["knowledge"])
+      want = np.mean([m.probs([req])[0][:len(r["choices"])]
+                      for m in members], axis=0)
+      np.testing.assert_allclose(turn["probs"], want, atol=1e-4)
+  assert figures["triples_verified_fraction"] == 1.0
+  # The single model's folder is untouched; resuming with other members
+  # is refused rather than mixing the two answerers' passes.
+  assert not (workdir / "eval" / "dev" / "full.seed0.jsonl").exists()
+  with pytest.raises(ValueError, match="not .*rerun without --resume"):
+    agents_eval.evaluate(config, None, workdir, ensemble=[workdir],
+                         resume=True, **QUIET)
+
+
+def test_the_pipeline_critic_comes_from_the_same_answerer(tmp_path):
+  from racer_jax.agents.pipeline import calibrated_critic
+  run, other = tmp_path / "run", tmp_path / "other"
+  for name, fitted, members in (
+      ("dev", [0.4, 0.1], None),  # written before answer_members existed
+      ("dev.ensemble", [0.7, 0.2], [str(run), str(other)])):
+    (run / "eval" / name).mkdir(parents=True)
+    figures = {"critic_thresholds": {"all": fitted}}
+    if members:
+      figures["answer_members"] = members
+    (run / "eval" / name / "metrics.json").write_text(json.dumps(figures))
+  alone, source = calibrated_critic(run)
+  assert (alone.min_confidence, alone.min_support) == (0.4, 0.1)
+  assert source.endswith("dev/metrics.json")
+  both, source = calibrated_critic(run, [str(other)])
+  assert (both.min_confidence, both.min_support) == (0.7, 0.2)
+  assert "dev.ensemble" in source
+  _, source = calibrated_critic(run, [str(tmp_path / "third")])
+  assert source.startswith("default")

@@ -4,6 +4,7 @@ members trained with other knowledge are refused, and a resumed
 evaluation never mixes answerers."""
 
 import json
+import shutil
 from types import SimpleNamespace
 
 import ml_collections
@@ -58,9 +59,12 @@ def test_a_member_trained_with_other_knowledge_is_refused():
 
 
 @pytest.mark.slow  # ~1-2 min: two passes of the loop and a second model
-def test_the_loop_answers_with_the_members_mean(answer_run, head_run):
-  config, workdir = answer_run
+def test_the_loop_answers_with_the_members_mean(answer_run, head_run,
+                                                tmp_path):
+  config, shared = answer_run
   _, other = head_run
+  workdir = tmp_path / "run"  # other tests evaluate the shared run too
+  shutil.copytree(shared, workdir, ignore=shutil.ignore_patterns("eval"))
   figures = agents_eval.evaluate(config, None, workdir, ensemble=[other],
                                  **QUIET)
   out = workdir / "eval" / "dev.ensemble"

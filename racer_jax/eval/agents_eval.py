@@ -270,8 +270,6 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "name": name, "split": split if not eval_file else None,
       "eval_file": str(eval_file) if eval_file else None,
       "backend": agents.backend, "answer_step": local.step,
-      "answer_members": [str(Path(w).resolve()) for w in
-                         getattr(local, "workdirs", [workdir])],
       "graph_agent": agents.get("graph", "walker"),
       "use_openbook": bool(config.get("use_openbook", False)),
       "choice_triples": int(config.answer.get("choice_triples", 0)),
@@ -285,6 +283,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
       "wall_s": time.perf_counter() - started,
   })
+  if ensemble:  # absent: this run alone (what calibrated_critic assumes)
+    figures["answer_members"] = [str(Path(w).resolve())
+                                 for w in local.workdirs]
   if data.examples and data.examples[0].answer_index is not None:
     baseline = (LocalAnswerer(baseline_workdir, log=log) if baseline_workdir
                 else local)

@@ -84,6 +84,7 @@ class LocalAnswerer:
     if restored is None:
       raise FileNotFoundError(f"no answer checkpoint in {workdir}")
     self.step = restored[2]
+    self.state = restored[0]  # the whole train state (model soups)
     self._params = restored[0].params
     self._model = model
     self.uses_knowledge = bool(config.answer.knowledge_workdir)

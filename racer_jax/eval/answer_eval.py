@@ -90,10 +90,11 @@ def _load_member(path: Path, meta_path: Path, workdir: Path):
 
 
 def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
-             progress: bool = True,
+             out_dir=None, progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``config``: the run in ``workdir``;
-  ``ensemble``: further answer run folders (members)."""
+  ``ensemble``: further answer run folders (members); ``out_dir``: where
+  the files go (default ``<workdir>/eval/answer_only``)."""
   workdir = Path(workdir).resolve()
   split = split or config.eval.split
   members = [workdir] + [Path(w).resolve() for w in ensemble]
@@ -105,7 +106,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
         "train", {}).get("stage")
     if stage != "answer":
       raise ValueError(f"{m}: train.stage is {stage!r}, not 'answer'")
-  out_dir = workdir / "eval" / "answer_only"
+  out_dir = Path(out_dir or workdir / "eval" / "answer_only")
   out_dir.mkdir(parents=True, exist_ok=True)
   ids = gold = None
   rows, accuracies, steps = [], [], []

@@ -1,0 +1,68 @@
+r"""A model soup: one answer model whose weights are the mean of several
+answer runs' weights (``racer_jax/driver/model_soup.py``).
+
+  python launch/soup.py \
+      --workdirs=runs/csqa_triples_s3,runs/csqa_triples_s4 \
+      --out=runs/csqa_triples_soup [--data_dir=../shared/data --evaluate]
+
+The soup folder is an answer run (evaluate it with
+``launch/evaluate.py --workdir=SOUP --answer_only``, ask it with
+``launch/answer.py``). With ``--evaluate`` the soup and, for comparison,
+the ingredients' probability ensemble are evaluated on the config's split;
+the last line is one JSON object: ``ingredients``, ``accuracy`` (the soup),
+``accuracy_ingredients``, ``accuracy_ensemble`` (with ``--evaluate``).
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags, logging  # noqa: E402
+
+_WORKDIRS = flags.DEFINE_list("workdirs", None, "Answer runs to average "
+                              "(at least two).", required=True)
+_OUT = flags.DEFINE_string("out", None, "New folder for the soup.",
+                           required=True)
+_EVALUATE = flags.DEFINE_bool("evaluate", False, "Also evaluate the soup "
+                              "and the ingredients' ensemble.")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Data directory (default: "
+                                "RACER_DATA_DIR or the bundled demo data).")
+_SPLIT = flags.DEFINE_string("split", None, "Split to evaluate (default: "
+                             "the run's eval.split).")
+
+
+def main(argv):
+  del argv
+  import ml_collections
+
+  from racer_jax.driver import model_soup
+  from racer_jax.eval import answer_eval
+  soup = model_soup.make_soup(_WORKDIRS.value, _OUT.value,
+                              log=logging.info)
+  figures = dict(soup)
+  print(f"soup of {len(soup['ingredients'])} runs written to {_OUT.value}")
+  if _EVALUATE.value:
+    config = ml_collections.ConfigDict(json.loads(
+        open(os.path.join(_OUT.value, "config.json")).read()))
+    own = answer_eval.evaluate(config, _DATA_DIR.value, _OUT.value,
+                               split=_SPLIT.value, log=logging.info)
+    # the ingredients' probability ensemble, kept in the soup's folder
+    ens = answer_eval.evaluate(
+        config, _DATA_DIR.value, soup["ingredients"][0],
+        ensemble=soup["ingredients"][1:], split=_SPLIT.value,
+        out_dir=os.path.join(_OUT.value, "eval", "ingredients_ensemble"),
+        log=logging.info)
+    figures.update(accuracy=own["accuracy"], split=own["split"],
+                   questions=own["questions"],
+                   accuracy_ingredients=ens["accuracy_members"],
+                   accuracy_ensemble=ens["accuracy"])
+    print(f"soup {own['accuracy']:.4f}; ingredients "
+          + ", ".join(f"{a:.4f}" for a in ens["accuracy_members"])
+          + f"; their ensemble {ens['accuracy']:.4f}")
+  print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+  app.run(main)

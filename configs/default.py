@@ -168,6 +168,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.temperature_step = 0.5  # added per UNSURE round
   config.agents.graph = "walker"        # or "hygrl", "explorer" (LLM)
   config.agents.hygrl_workdir = ""      # the HyGRL run for graph=hygrl
+  # The GraphAgent's refiner run for an answer run trained without paths
+  # (answer.knowledge_workdir empty): its paths go to the critic's support
+  # and the evidence, the answerer keeps the input it was trained on.
+  config.agents.retrieval_workdir = ""
   config.agents.max_interactions = 8    # explorer steps per question
 
   # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.

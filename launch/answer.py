@@ -43,6 +43,10 @@ _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 _ENSEMBLE = flags.DEFINE_list(
     "ensemble", [], "More answer runs trained with --workdir's knowledge "
     "setup; the AnswerAgent averages their choice probabilities.")
+_RETRIEVAL = flags.DEFINE_string(
+    "retrieval_workdir", None, "For an answer run trained without paths: "
+    "the GraphAgent's refiner run (its paths back the critic and the "
+    "evidence; the answerer keeps its own input).")
 _PLOT = flags.DEFINE_string("plot", None, "Draw the reasoning paths to this "
                             "PNG (matplotlib).")
 
@@ -57,6 +61,8 @@ def main(argv):
   agents.update(saved.get("agents", {}))
   if _BACKEND.value:
     agents.backend = _BACKEND.value
+  if _RETRIEVAL.value:
+    agents.retrieval_workdir = _RETRIEVAL.value
   quiet = (lambda _: None)
   pipeline = Pipeline(_WORKDIR.value, _DATA_DIR.value, agents=agents,
                       api_key=_API_KEY.value, ensemble=_ENSEMBLE.value,

@@ -65,6 +65,10 @@ _BASELINE = flags.DEFINE_string(
 _BACKEND = flags.DEFINE_enum(
     "backend", None, ["local", "gemini"], "Answer runs: the agents' LLM "
     "backend (default: agents.backend of the config).")
+_RETRIEVAL = flags.DEFINE_string(
+    "retrieval_workdir", None, "Answer runs trained without paths: the "
+    "GraphAgent's refiner run; its paths are the critic's support and the "
+    "evidence, the answerer keeps its own input (agents.retrieval_workdir).")
 _API_KEY = flags.DEFINE_string(
     "api_key", None, "Gemini API key (default: $GEMINI_API_KEY or "
     "$GOOGLE_API_KEY). Never printed or written.")
@@ -149,6 +153,8 @@ def main(argv):
     agents.update(config.get("agents", {}))
     if _BACKEND.value:
       agents.backend = _BACKEND.value
+    if _RETRIEVAL.value:
+      agents.retrieval_workdir = _RETRIEVAL.value
     pairs = [p.split("=", 1) for p in _ABLATION_WORKDIRS.value]
     if any(len(p) != 2 for p in pairs):
       raise app.UsageError("--ablation_workdirs takes NAME=DIR pairs")

@@ -176,6 +176,9 @@ class Collaboration:
   # dataset index -> per choice, its own KG triples shown before the
   # paths (``ChoiceTriples``); None: none
   choice_triples: Callable[[int], list[list[RetrievedPath]]] | None = None
+  # False: an answerer trained without paths — the paths are the critic's
+  # support and the evidence, the answerer sees only the other knowledge
+  paths_to_answerer: bool = True
 
   def run_batch(self, batch, examples, rng) -> list[QuestionResult]:
     """All real questions of ``batch``; ``examples[i]`` is the dataset's
@@ -197,7 +200,8 @@ class Collaboration:
         paths = per_row[b][:len(ex.choices)]
         own = (self.choice_triples(index[b]) if self.choice_triples
                else [[] for _ in paths])
-        texts = [choice_triples.knowledge_text(o, ps, self.max_sentences)
+        texts = [choice_triples.knowledge_text(
+            o, ps if self.paths_to_answerer else [], self.max_sentences)
                  for o, ps in zip(own, paths)]
         if self.extra_knowledge is not None:
           extra = self.extra_knowledge(index[b])

@@ -46,6 +46,31 @@ def calibrated_critic(workdir: Path, members: Sequence[str] = ()
   return LocalCritic(0.5, 0.0), "default (no agents evaluation yet)"
 
 
+def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
+  """``(refiner run, paths shown to the answerer)`` for the answer run
+  ``config``: the run it was trained on (``answer.knowledge_workdir``; its
+  paths are in the answerer's input), else ``agents.retrieval_workdir``
+  (an answer run trained without paths: the GraphAgent's paths are the
+  critic's support and the answer's evidence, not the answerer's input)."""
+  trained = config.answer.knowledge_workdir
+  extra = agents.get("retrieval_workdir", "")
+  if trained and extra and Path(extra).resolve() != Path(trained).resolve():
+    raise ValueError(
+        f"{workdir} was trained on the paths of {trained}; "
+        f"agents.retrieval_workdir={extra} would show it other paths than "
+        "it learned from (the option is for runs trained without paths)")
+  if trained:
+    return trained, True
+  if extra:
+    return extra, False
+  raise ValueError(f"{workdir}: this answer run has no retrieval "
+                   "(answer.knowledge_workdir is empty); the agents need one "
+                   "— pass a refiner run as --retrieval_workdir (its paths go "
+                   "to the critic, not to this answerer), train the answer "
+                   "stage with knowledge, or evaluate the answer model alone "
+                   "with --answer_only")
+
+
 def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
                       encoder=None, log=print, **kwargs):
   """The GraphAgent named by ``agents.graph``: ``walker`` (the jitted
@@ -87,10 +112,8 @@ class Pipeline:
     self.workdir = Path(workdir)
     config = ml_collections.ConfigDict(json.loads(
         (self.workdir / "config.json").read_text()))
-    refiner_dir = config.answer.knowledge_workdir
-    if not refiner_dir:
-      raise ValueError(f"{workdir}: an answer run without retrieval "
-                       "(answer.knowledge_workdir is empty)")
+    agents = agents or config.agents
+    refiner_dir, paths_shown = retrieval_of(config, agents, workdir)
     rconfig = ml_collections.ConfigDict(json.loads(
         (Path(refiner_dir) / "config.json").read_text()))
     self.config, self.rconfig = config, rconfig
@@ -105,7 +128,6 @@ class Pipeline:
     self._extractor = subgraph.SubgraphExtractor(
         ws.kg, **rconfig.subgraph.to_dict())
     self._encoder = make_encoder(rconfig)
-    agents = agents or config.agents
     self.usage = llm.UsageReport()
     local = LocalAnswerer(self.workdir, log=log)
     if ensemble:
@@ -140,7 +162,8 @@ class Pipeline:
                                 max_turns=agents.max_turns,
                                 temperature_step=agents.temperature_step,
                                 max_sentences=config.answer.max_sentences,
-                                learn_from_gold=False)
+                                learn_from_gold=False,
+                                paths_to_answerer=paths_shown)
 
   def answer(self, question: str, choices: Sequence[str],
              seed: int = 0) -> QuestionResult:

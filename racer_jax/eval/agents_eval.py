@@ -37,7 +37,7 @@ from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, FoldCritic
-from racer_jax.agents.pipeline import build_graph_agent
+from racer_jax.agents.pipeline import build_graph_agent, retrieval_of
 from racer_jax.driver import common
 from racer_jax.driver.inputs import load_workspace, make_encoder
 from racer_jax.eval import metrics as metrics_lib
@@ -132,12 +132,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   if unknown:
     raise ValueError(f"unknown ablations {sorted(unknown)}; expected "
                      f"{sorted(ABLATIONS)}")
-  refiner_dir = config.answer.knowledge_workdir
-  if not refiner_dir:
-    raise ValueError(f"{workdir}: this answer run has no retrieval "
-                     "(answer.knowledge_workdir is empty); the agents need "
-                     "one — train the answer stage with knowledge, or evaluate "
-                     "the answer model alone with --answer_only")
+  refiner_dir, paths_shown = retrieval_of(config, agents, workdir)
   rconfig = ml_collections.ConfigDict(json.loads(
       (Path(refiner_dir) / "config.json").read_text()))
   split = split or config.eval.split
@@ -196,7 +191,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     return Collaboration(graph, answerer, critic, max_turns=max_turns,
                          temperature_step=agents.temperature_step,
                          max_sentences=config.answer.max_sentences,
-                         extra_knowledge=extra, choice_triples=own)
+                         extra_knowledge=extra, choice_triples=own,
+                         paths_to_answerer=paths_shown)
 
   def run(graph, critic, max_turns, pass_name, seed_index):
     result = passes.run_pass(
@@ -271,6 +267,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "eval_file": str(eval_file) if eval_file else None,
       "backend": agents.backend, "answer_step": local.step,
       "graph_agent": agents.get("graph", "walker"),
+      "retrieval_workdir": str(refiner_dir),
+      "paths_shown_to_answerer": paths_shown,
       "use_openbook": bool(config.get("use_openbook", False)),
       "choice_triples": int(config.answer.get("choice_triples", 0)),
       "similar_questions": int(config.answer.get("similar_questions", 0)),

@@ -47,3 +47,42 @@ def test_agents_evaluation_cli(answer_run, demo_workspace):
   for r in rows:
     last = r["rounds"][r["deciding_turn"]]
     assert r["prediction"] == last["answer"] or not r["accepted"]
+
+
+@pytest.mark.slow  # ~1-2 min: two passes of the loop and an answer-only pass
+def test_answer_run_without_paths_in_the_loop(answer_run, retrieval_runs,
+                                              tmp_path):
+  """An answer run trained without paths enters the loop through
+  --retrieval_workdir: the answerer keeps its own input (so its one-round
+  accuracy is its answer-only accuracy), the paths back the critic."""
+  import shutil
+  _, _, refiner_dir = retrieval_runs
+  _, trained = answer_run
+  workdir = tmp_path / "no_paths"
+  shutil.copytree(trained, workdir, ignore=shutil.ignore_patterns("eval"))
+  config = json.loads((workdir / "config.json").read_text())
+  config["answer"]["knowledge_workdir"] = ""  # as if trained without paths
+  (workdir / "config.json").write_text(json.dumps(config))
+  cli = [sys.executable, str(REPO / "launch/evaluate.py"),
+         f"--workdir={workdir}", "--progress=false"]
+  out = subprocess.run(cli, capture_output=True, text=True, cwd=workdir)
+  assert out.returncode != 0 and "--retrieval_workdir" in out.stderr
+  out = subprocess.run(cli + ["--answer_only"], capture_output=True,
+                       text=True, cwd=workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  alone = json.loads(out.stdout.strip().splitlines()[-1])
+  out = subprocess.run(cli + ["--seeds=1", f"--retrieval_workdir={refiner_dir}"],
+                       capture_output=True, text=True, cwd=workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  figures = json.loads(out.stdout.strip().splitlines()[-1])
+  assert figures["paths_shown_to_answerer"] is False
+  assert figures["retrieval_workdir"] == str(refiner_dir)
+  assert figures["accuracy_no_critic"] == pytest.approx(alone["accuracy"])
+  assert figures["triples_verified_fraction"] == 1.0
+  rows = [json.loads(x) for x in (workdir / "eval" / "dev" /
+                                  "full.seed0.jsonl").read_text().splitlines()]
+  assert any(p for r in rows for rd in r["rounds"] for p in rd["paths"])
+  for r in rows:
+    assert all(k == "" for rd in r["rounds"] for k in rd["knowledge"])
+    probs = [rd["probs"] for rd in r["rounds"]]
+    assert all(p == probs[0] for p in probs)

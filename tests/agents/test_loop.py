@@ -309,3 +309,61 @@ def test_choice_triples_are_shown_first_and_reported(parts, demo_workspace,
       assert "what the graph says about the answer:" in r.explain()
   assert shown > 0
 
+
+
+def test_paths_back_the_critic_not_an_answerer_trained_without_them(
+    parts, demo_workspace, retrieval_runs):
+  """``paths_to_answerer=False`` (an answer run trained without paths): the
+  answerer sees only the choice triples, the critic's support and the
+  evidence come from the GraphAgent's paths, UNSURE still re-explores."""
+  from racer_jax.agents.choice_triples import ChoiceTriples, knowledge_text
+  from racer_jax.agents.loop import support_of
+  from racer_jax.driver.inputs import make_encoder
+  graph, local, data = parts
+  config, _, _ = retrieval_runs
+  own = ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
+                      make_encoder(config)).split(data.examples,
+                                                  data.subgraphs, 2)
+  graph.reset_memory()
+  before = jax.device_get(graph.memory)
+  collab = Collaboration(graph, local, ScriptedCritic(1), max_turns=3,
+                         choice_triples=own.__getitem__,
+                         paths_to_answerer=False)
+  results = run(collab, data)
+  after = jax.device_get(graph.memory)
+  rejected = np.zeros_like(before.rejection)
+  paths_seen = 0
+  for r in results:
+    assert len(r.rounds) == 2 and r.accepted
+    for rd in r.rounds:
+      # exactly the triples' text: no path sentence reaches the answerer
+      assert rd.knowledge == [knowledge_text(o, [], collab.max_sentences)
+                              for o in own[r.index]]
+      assert rd.support == support_of(rd.paths[rd.answer.choice])
+      paths_seen += sum(len(ps) for ps in rd.paths)
+    # the same input both rounds: the same answer
+    assert r.rounds[0].answer.probs == r.rounds[1].answer.probs
+    for p in r.rounds[0].paths[r.rounds[0].answer.choice]:
+      np.add.at(rejected, p.edge_ids, 1.0)
+    assert r.evidence == r.rounds[1].paths[r.prediction]
+  assert paths_seen > 0
+  np.testing.assert_array_equal(after.rejection - before.rejection, rejected)
+
+
+def test_retrieval_of_an_answer_run():
+  import ml_collections
+
+  from racer_jax.agents.pipeline import retrieval_of
+  run = lambda k: ml_collections.ConfigDict({"answer": {
+      "knowledge_workdir": k}})
+  agents = lambda r: ml_collections.ConfigDict({"retrieval_workdir": r})
+  assert retrieval_of(run("/r"), agents(""), "w") == ("/r", True)
+  assert retrieval_of(run("/r"), agents("/r"), "w") == ("/r", True)
+  assert retrieval_of(run(""), agents("/x"), "w") == ("/x", False)
+  # runs saved before the option existed
+  assert retrieval_of(run("/r"), ml_collections.ConfigDict({}), "w") == (
+      "/r", True)
+  with pytest.raises(ValueError, match="trained on the paths of /r"):
+    retrieval_of(run("/r"), agents("/x"), "w")
+  with pytest.raises(ValueError, match="--retrieval_workdir"):
+    retrieval_of(run(""), agents(""), "w")

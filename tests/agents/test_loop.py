@@ -275,15 +275,20 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
       assert kg.has_edge(t.head, t.relation, t.tail)
 
 
-def test_choice_triples_are_shown_first_and_reported(parts, demo_workspace,
-                                                     retrieval_runs):
+def _demo_choice_triples(demo_workspace, retrieval_runs, data):
+  """Two triples per choice of the demo dev questions."""
   from racer_jax.agents.choice_triples import ChoiceTriples
   from racer_jax.driver.inputs import make_encoder
-  graph, local, data = parts
   config, _, _ = retrieval_runs
-  own = ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
-                      make_encoder(config)).split(data.examples,
-                                                  data.subgraphs, 2)
+  return ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
+                       make_encoder(config)).split(data.examples,
+                                                   data.subgraphs, 2)
+
+
+def test_choice_triples_are_shown_first_and_reported(parts, demo_workspace,
+                                                     retrieval_runs):
+  graph, local, data = parts
+  own = _demo_choice_triples(demo_workspace, retrieval_runs, data)
   graph.reset_memory()
   collab = Collaboration(graph, local, ScriptedCritic(0), max_turns=1,
                          choice_triples=own.__getitem__)
@@ -316,14 +321,10 @@ def test_paths_back_the_critic_not_an_answerer_trained_without_them(
   """``paths_to_answerer=False`` (an answer run trained without paths): the
   answerer sees only the choice triples, the critic's support and the
   evidence come from the GraphAgent's paths, UNSURE still re-explores."""
-  from racer_jax.agents.choice_triples import ChoiceTriples, knowledge_text
+  from racer_jax.agents.choice_triples import knowledge_text
   from racer_jax.agents.loop import support_of
-  from racer_jax.driver.inputs import make_encoder
   graph, local, data = parts
-  config, _, _ = retrieval_runs
-  own = ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
-                      make_encoder(config)).split(data.examples,
-                                                  data.subgraphs, 2)
+  own = _demo_choice_triples(demo_workspace, retrieval_runs, data)
   graph.reset_memory()
   before = jax.device_get(graph.memory)
   collab = Collaboration(graph, local, ScriptedCritic(1), max_turns=3,

@@ -148,15 +148,22 @@ KNOWLEDGE_FIELDS = (
     "batch.num_choices")
 
 
+# Fields added after some runs were saved, and the value those runs were
+# trained with (what the training code reads when the field is absent).
+ABSENT_MEANS = {"answer.reached_only": False, "answer.choice_triples": 0,
+                "answer.similar_questions": 0, "use_openbook": False}
+
+
 def knowledge_setup(config) -> dict:
   """``{field: value}`` of :data:`KNOWLEDGE_FIELDS` in a run's config
-  (``None`` where the run's config lacks the field)."""
+  (:data:`ABSENT_MEANS` where the run's config lacks the field, else
+  ``None``)."""
   out = {}
   for name in KNOWLEDGE_FIELDS:
     node = config
     for part in name.split("."):
       node = node.get(part) if node is not None else None
-    out[name] = node
+    out[name] = ABSENT_MEANS.get(name) if node is None else node
   return out
 
 

@@ -43,6 +43,13 @@ def test_ingredients_must_be_one_model_shown_one_input():
   with pytest.raises(ValueError, match="frozen_head"):
     model_soup.check_ingredients([_config(model="frozen_head")] * 2,
                                  ["a", "b"])
+  # a run saved before a knowledge field existed was trained with it off
+  old = _config()
+  del old.answer["similar_questions"]
+  model_soup.check_ingredients([_config(choice_triples=3), old], ["a", "b"])
+  with pytest.raises(ValueError, match="answer.similar_questions 1 vs 0"):
+    model_soup.check_ingredients([_config(similar_questions=1), old],
+                                 ["a", "b"])
   with pytest.raises(ValueError, match="at least two"):
     model_soup.check_ingredients([_config()], ["a"])
 

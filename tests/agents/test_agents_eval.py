@@ -86,3 +86,14 @@ def test_answer_run_without_paths_in_the_loop(answer_run, retrieval_runs,
     assert all(k == "" for rd in r["rounds"] for k in rd["knowledge"])
     probs = [rd["probs"] for rd in r["rounds"]]
     assert all(p == probs[0] for p in probs)
+  # launch/answer.py takes the same option, and this evaluation's critic
+  out = subprocess.run(
+      [sys.executable, str(REPO / "launch/answer.py"), f"--workdir={workdir}",
+       "--question=Where would you put ice cream to keep it cold?",
+       "--choices=oven,freezer,table", "--format=json",
+       f"--retrieval_workdir={refiner_dir}"],
+      capture_output=True, text=True, cwd=workdir)
+  assert out.returncode == 0, out.stderr[-3000:]
+  record = json.loads(out.stdout.strip().splitlines()[-1])
+  assert record["critic"].endswith("metrics.json")
+  assert all(k == "" for rd in record["rounds"] for k in rd["knowledge"])

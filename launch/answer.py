@@ -41,8 +41,9 @@ _API_KEY = flags.DEFINE_string("api_key", None, "Gemini API key (default: "
                                "$GEMINI_API_KEY / $GOOGLE_API_KEY).")
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 _ENSEMBLE = flags.DEFINE_list(
-    "ensemble", [], "More answer runs trained with --workdir's knowledge "
-    "setup; the AnswerAgent averages their choice probabilities.")
+    "ensemble", [], "More answer runs trained on --workdir's triples and "
+    "paths (their extra text may differ: each is shown its own); the "
+    "AnswerAgent averages their choice probabilities.")
 _RETRIEVAL = flags.DEFINE_string(
     "retrieval_workdir", None, "For an answer run trained without paths: "
     "the GraphAgent's refiner run (its paths back the critic and the "

@@ -17,7 +17,7 @@ an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
 ``accuracy_answer_head_only``, ``llm_calls_per_question``,
 ``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...;
 with ``--ensemble=DIR,...`` the AnswerAgent averages several answer runs
-trained with the same knowledge; with ``--answer_only`` the answer model
+shown the same triples and paths (each with its own extra text); with ``--answer_only`` the answer model
 alone from its newest checkpoint (with ``--ensemble``, several answer runs'
 probabilities averaged, each shown its own knowledge): ``accuracy``,
 ``accuracy_members``, ``accuracy_members_mean``, ...
@@ -59,9 +59,10 @@ _TAUS = flags.DEFINE_list(
 _TOP_KS = flags.DEFINE_list(
     "top_ks", [], "Refiner runs: also report every selector at these k' "
     "(a sweep for choosing refiner.top_k on validation).")
-_BASELINE = flags.DEFINE_string(
-    "baseline_workdir", None, "Answer runs: an answer run trained without "
-    "knowledge, for accuracy_answer_head_only.")
+_BASELINE = flags.DEFINE_list(
+    "baseline_workdir", [], "Answer runs: an answer run trained without "
+    "knowledge, for accuracy_answer_head_only (several: their ensemble, "
+    "the fair baseline of an --ensemble).")
 _BACKEND = flags.DEFINE_enum(
     "backend", None, ["local", "gemini"], "Answer runs: the agents' LLM "
     "backend (default: agents.backend of the config).")
@@ -102,7 +103,8 @@ _ENSEMBLE = flags.DEFINE_list(
     "ensemble", [], "Answer runs: more answer runs whose choice "
     "probabilities are averaged with --workdir's. With --answer_only each "
     "is shown its own knowledge; in the agents' loop all must have been "
-    "trained with --workdir's knowledge setup.")
+    "trained on --workdir's triples and paths (similar questions and open "
+    "book may differ: each member is shown its own).")
 _COMPARE = flags.DEFINE_list(
     "compare", [], "LABEL=DIR walker runs trained with train.eval_every "
     "(repeat a label for seeds): compare learning speed (updates to reach "
@@ -162,7 +164,7 @@ def main(argv):
     figures = agents_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, split=_SPLIT.value,
         eval_file=_EVAL_FILE.value, seeds=seeds, resume=_RESUME.value,
-        baseline_workdir=_BASELINE.value, agents=agents,
+        baseline_workdir=_BASELINE.value or None, agents=agents,
         api_key=_API_KEY.value,
         ablations=_ABLATION_NAMES.value if _ABLATIONS.value else (),
         ablation_workdirs=dict(pairs), ablation_seeds=_ABLATION_SEEDS.value,

@@ -3,9 +3,10 @@ templated knowledge, with the prompt and raw output kept for inspection.
 
 * :class:`LocalAnswerer` (the default): the fine-tuned cross-encoder of an
   answer run (``--config.stage=answer``), batched on the device.
-* :class:`EnsembleAnswerer`: several answer runs trained with the same
-  knowledge setup (seeds, epochs, learning rates may differ), their choice
-  probabilities averaged with equal weights.
+* :class:`EnsembleAnswerer`: several answer runs shown the same graph
+  knowledge (seeds, epochs, learning rates and the extra text — similar
+  questions, open-book facts — may differ), their choice probabilities
+  averaged with equal weights.
 * :class:`LLMAnswerer`: a text LLM backend (Gemini) with a JSON schema; a
   failed or invalid reply falls back to the local answerer for that question
   and is counted in the run report.
@@ -43,6 +44,10 @@ class AnswerRequest:
   question: str
   choices: list[str]
   knowledge: list[str]      # per choice: the template sentences shown
+  # per view of an ensemble whose members were trained with different
+  # extra text (:attr:`EnsembleAnswerer.views`), per choice, that view's
+  # text (``views[0] == knowledge``); None: every member sees ``knowledge``
+  views: list[list[str]] | None = None
 
 
 def _rationale(req: AnswerRequest, choice: int, confidence: float) -> str:
@@ -138,14 +143,18 @@ def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
   return np.mean(np.stack(member_probs), axis=0).astype(np.float32)
 
 
-# What an answer run was shown besides question and choice: members of an
-# ensemble inside the agents' loop must agree on all of it, since the loop
-# builds one knowledge text per choice for every member.
+# What an answer run was shown besides question and choice.
 KNOWLEDGE_FIELDS = (
     "answer.knowledge_workdir", "answer.paths_per_choice",
     "answer.max_sentences", "answer.reached_only", "answer.choice_triples",
     "answer.similar_questions", "use_openbook", "openbook.facts_per_choice",
     "batch.num_choices")
+# The part of it that is text put before the graph's triples
+# (:mod:`racer_jax.agents.extra_knowledge`): members of an ensemble in the
+# agents' loop may differ here — each gets its own view — but must agree on
+# the rest, since the loop shows one set of triples and paths per choice.
+EXTRA_TEXT_FIELDS = ("answer.similar_questions", "use_openbook",
+                     "openbook.facts_per_choice")
 
 
 # Fields added after some runs were saved, and the value those runs were
@@ -160,20 +169,35 @@ def knowledge_setup(config) -> dict:
   ``None``)."""
   out = {}
   for name in KNOWLEDGE_FIELDS:
-    node = config
-    for part in name.split("."):
-      node = node.get(part) if node is not None else None
-    out[name] = ABSENT_MEANS.get(name) if node is None else node
+    value = config_field(config, name)
+    out[name] = ABSENT_MEANS.get(name) if value is None else value
   return out
 
 
-class EnsembleAnswerer:
-  """Answer runs trained with one knowledge setup, probabilities averaged.
+def config_field(config, name: str):
+  """The value of the dotted field ``name`` in a config (None if absent)."""
+  node = config
+  for part in name.split("."):
+    node = node.get(part) if node is not None else None
+  return node
 
-  ``members``: :class:`LocalAnswerer` s; a member whose
-  :func:`knowledge_setup` differs from the first's is refused with the
-  field named (use ``evaluate.py --answer_only --ensemble`` to combine runs
-  trained with different knowledge, outside the loop)."""
+
+def setup_differences(a: dict, b: dict, fields) -> str:
+  """``"field x vs y, ..."`` for the ``fields`` where the setups differ
+  (empty when they agree)."""
+  return ", ".join(f"{k} {a[k]!r} vs {b[k]!r}" for k in sorted(fields)
+                   if a[k] != b[k])
+
+
+class EnsembleAnswerer:
+  """Answer runs shown the same graph knowledge, probabilities averaged.
+
+  ``members``: :class:`LocalAnswerer` s. A member whose graph knowledge
+  (:data:`KNOWLEDGE_FIELDS` but :data:`EXTRA_TEXT_FIELDS`) differs from the
+  first's is refused with the field named. Members trained with different
+  extra text (e.g. one with a similar training question in its input) form
+  :attr:`views`: the caller builds one knowledge text per view
+  (:attr:`AnswerRequest.views`) and each member reads its own."""
 
   name = "local"
 
@@ -181,15 +205,23 @@ class EnsembleAnswerer:
     if not members:
       raise ValueError("an ensemble needs at least one member")
     first = knowledge_setup(members[0].config)
-    for m in members[1:]:
+    graph_fields = [k for k in first if k not in EXTRA_TEXT_FIELDS]
+    self.views: list = []  # per view: its first member (config, workdir)
+    self.member_view: list[int] = []
+    extras: list[dict] = []
+    for m in members:
       theirs = knowledge_setup(m.config)
-      diff = {k: (first[k], theirs[k]) for k in first if first[k] != theirs[k]}
+      diff = setup_differences(first, theirs, graph_fields)
       if diff:
         raise ValueError(
             f"{m.workdir} was trained with other knowledge than "
-            f"{members[0].workdir}: " + ", ".join(
-                f"{k} {a!r} vs {b!r}" for k, (a, b) in sorted(diff.items()))
-            + "; the agents' loop shows every member the same knowledge")
+            f"{members[0].workdir}: {diff}; the agents' loop shows every "
+            "member the same triples and paths")
+      extra = {k: theirs[k] for k in EXTRA_TEXT_FIELDS}
+      if extra not in extras:
+        extras.append(extra)
+        self.views.append(m)
+      self.member_view.append(extras.index(extra))
     self.members = members
     self.config = members[0].config
     self.num_choices = members[0].num_choices
@@ -197,9 +229,22 @@ class EnsembleAnswerer:
     self.step = [m.step for m in members]
     self.workdirs = [str(m.workdir) for m in members]
 
+  @staticmethod
+  def _as_seen_by(requests: list[AnswerRequest], view: int
+                  ) -> list[AnswerRequest]:
+    if view == 0:
+      return requests
+    if any(r.views is None for r in requests):
+      raise ValueError("this ensemble's members were trained with different "
+                       "extra text: the requests must carry one knowledge "
+                       "text per view (AnswerRequest.views)")
+    return [dataclasses.replace(r, knowledge=r.views[view], views=None)
+            for r in requests]
+
   def probs(self, requests: list[AnswerRequest]) -> np.ndarray:
     """float32 [Q, num_choices]: the members' probabilities averaged."""
-    return ensemble_probs([m.probs(requests) for m in self.members])
+    return ensemble_probs([m.probs(self._as_seen_by(requests, v))
+                           for m, v in zip(self.members, self.member_view)])
 
   def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
     return answers_from_probs(requests, self.probs(requests) if requests

@@ -41,6 +41,10 @@ class Round:
   # paths; ``answer.choice_triples``), empty lists when off
   choice_triples: list[list[RetrievedPath]] = dataclasses.field(
       default_factory=list)
+  # per view of an ensemble trained with different extra text, per choice,
+  # what that view's members were shown (``[0] == knowledge``); empty with
+  # one view
+  knowledge_views: list[list[str]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -136,7 +140,7 @@ class QuestionResult:
           "critic_reason": r.verdict.reason,
           "critic_backend": r.verdict.backend, "support": r.support,
           "answer_llm": r.answer.llm, "critic_llm": r.verdict.llm,
-          "knowledge": r.knowledge,
+          "knowledge": r.knowledge, "knowledge_views": r.knowledge_views,
           "paths": [[p.to_dict() for p in ps] for ps in r.paths],
           "choice_triples": [[p.to_dict() for p in ps]
                              for ps in r.choice_triples]})
@@ -176,6 +180,10 @@ class Collaboration:
   # dataset index -> per choice, its own KG triples shown before the
   # paths (``ChoiceTriples``); None: none
   choice_triples: Callable[[int], list[list[RetrievedPath]]] | None = None
+  # one ``extra_knowledge`` per view of an :class:`EnsembleAnswerer` whose
+  # members were shown different extra text (its ``views``); each request
+  # then carries every view's text. None: the one ``extra_knowledge``
+  extra_views: list[Callable[[int], list[str]] | None] | None = None
   # False: an answerer trained without paths — the paths are the critic's
   # support and the evidence, the answerer sees only the other knowledge
   paths_to_answerer: bool = True
@@ -200,14 +208,13 @@ class Collaboration:
         paths = per_row[b][:len(ex.choices)]
         own = (self.choice_triples(index[b]) if self.choice_triples
                else [[] for _ in paths])
-        texts = [choice_triples.knowledge_text(
+        graph_texts = [choice_triples.knowledge_text(
             o, ps if self.paths_to_answerer else [], self.max_sentences)
-                 for o, ps in zip(own, paths)]
-        if self.extra_knowledge is not None:
-          extra = self.extra_knowledge(index[b])
-          texts = [" ".join(t for t in (e, k) if t)
-                   for e, k in zip(extra, texts)]
-        requests.append(AnswerRequest(ex.stem, list(ex.choices), texts))
+                       for o, ps in zip(own, paths)]
+        views = [_with_extra(graph_texts, extra, index[b]) for extra in
+                 (self.extra_views or [self.extra_knowledge])]
+        requests.append(AnswerRequest(ex.stem, list(ex.choices), views[0],
+                                      views if len(views) > 1 else None))
         shown.append((paths, own))
       answers = self.answerer.answer_many(requests)
       proposals = [Proposal(r, a, support_of(ps[a.choice]), index[b])
@@ -218,7 +225,7 @@ class Collaboration:
       for b, req, a, v, (ps, own), prop in zip(
           active, requests, answers, verdicts, shown, proposals):
         history[b].append(Round(turn, t, a, v, prop.support, ps,
-                                req.knowledge, own))
+                                req.knowledge, own, req.views or []))
         if v.accepted:
           decided[b] = turn
         else:
@@ -251,6 +258,15 @@ class Collaboration:
     for r in results:
       r.seconds = seconds
     return results
+
+
+def _with_extra(graph_texts: list[str], extra, index: int) -> list[str]:
+  """Per choice: the extra text of question ``index`` (``extra``: a
+  callable, or None for none), then the graph's triples and paths."""
+  if extra is None:
+    return graph_texts
+  return [" ".join(t for t in (e, k) if t)
+          for e, k in zip(extra(index), graph_texts)]
 
 
 class FoldCritic:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Sequence
 
 import jax
@@ -20,6 +21,7 @@ from racer_jax.agents import llm
 from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
 from racer_jax.agents.answer import LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
+from racer_jax.agents.extra_knowledge import ExtraKnowledge
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, QuestionResult
 from racer_jax.data import qa
@@ -107,8 +109,8 @@ class Pipeline:
   def __init__(self, workdir, data_dir=None, *, agents=None, api_key=None,
                ensemble: Sequence[str] = (),
                log: Callable[[str], None] = print):
-    """``ensemble``: more answer runs trained with this run's knowledge
-    setup, averaged with it by the AnswerAgent."""
+    """``ensemble``: more answer runs shown this run's triples and paths
+    (each with its own extra text), averaged with it by the AnswerAgent."""
     self.workdir = Path(workdir)
     config = ml_collections.ConfigDict(json.loads(
         (self.workdir / "config.json").read_text()))
@@ -143,16 +145,12 @@ class Pipeline:
     if backend is not None:
       answerer = LLMAnswerer(backend, local, self.usage)
       critic = LLMCritic(backend, critic, self.usage)
-    self._book = None
-    if config.get("use_openbook", False):
-      from racer_jax.agents import openbook
-      self._book = openbook.make_openbook(config, data_dir, ws,
-                                          self._encoder)
-    self._similar = None
-    if config.answer.get("similar_questions", 0) > 0:
-      from racer_jax.driver import train_answer
-      self._similar = train_answer.similar_for(config, data_dir,
-                                               self.workdir, log)
+    # per view of the answerer: the text its members were shown before
+    # the triples (one view unless ensemble members differ in it)
+    views = (local.views if isinstance(local, EnsembleAnswerer) else
+             [SimpleNamespace(config=config, workdir=self.workdir)])
+    self._extra = [ExtraKnowledge(v.config, data_dir, v.workdir, ws,
+                                  self._encoder, log) for v in views]
     self._own = None
     if config.answer.get("choice_triples", 0) > 0:
       from racer_jax.agents import choice_triples
@@ -181,16 +179,10 @@ class Pipeline:
         max_degree=self.rconfig.subgraph.max_degree)
     batch = next(dataset.ordered_batches(1))
     example = qa.QAExample("question", question, tuple(choices), None)
-    facts = None
-    if self._book is not None:
-      facts = self._book.split_texts(
-          [example], [sg], self.config.openbook.facts_per_choice)
-    if self._similar is not None:
-      from racer_jax.agents import openbook
-      facts = openbook.join_knowledge(self._similar.per_choice(
-          [example], self.config.answer.similar_questions), facts)
-    if facts is not None:
-      self.collab.extra_knowledge = facts.__getitem__
+    extras = [None if e.empty else e.texts([example], [sg]).__getitem__
+              for e in self._extra]
+    self.collab.extra_knowledge = extras[0]
+    self.collab.extra_views = extras if len(extras) > 1 else None
     if self._own is not None:
       own = self._own.split([example], [sg],
                             self.config.answer.choice_triples)

@@ -33,7 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from racer_jax.agents.answer import LocalAnswerer, knowledge_setup
+from racer_jax.agents.answer import (LocalAnswerer, config_field,
+                                     knowledge_setup, setup_differences)
 from racer_jax.driver.checkpoints import Checkpointer
 
 # Besides the knowledge setup: what makes two answer runs' weights and
@@ -42,17 +43,10 @@ MODEL_FIELDS = ("train.stage", "answer.model", "answer.max_length",
                 "text.model_dir", "answer.head_hidden")
 
 
-def _field(config, name):
-  node = config
-  for part in name.split("."):
-    node = node.get(part) if node is not None else None
-  return node
-
-
 def recipe(config) -> dict:
   """``{field: value}``: the model and input fields ingredients must share."""
   return {**knowledge_setup(config),
-          **{name: _field(config, name) for name in MODEL_FIELDS}}
+          **{name: config_field(config, name) for name in MODEL_FIELDS}}
 
 
 def check_ingredients(configs: list, names: list[str]) -> None:
@@ -71,12 +65,11 @@ def check_ingredients(configs: list, names: list[str]) -> None:
                      "average around; soups are for cross_encoder runs")
   for config, name in zip(configs[1:], names[1:]):
     theirs = recipe(config)
-    diff = {k: (first[k], theirs[k]) for k in first if first[k] != theirs[k]}
+    diff = setup_differences(first, theirs, first)
     if diff:
       raise ValueError(
-          f"{name} cannot join a soup with {names[0]}: " + ", ".join(
-              f"{k} {a!r} vs {b!r}" for k, (a, b) in sorted(diff.items()))
-          + " (ingredients must be one model shown one kind of input)")
+          f"{name} cannot join a soup with {names[0]}: {diff} (ingredients "
+          "must be one model shown one kind of input)")
 
 
 def average_params(param_trees: list) -> dict:

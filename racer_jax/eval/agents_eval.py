@@ -35,6 +35,7 @@ from racer_jax.agents import llm
 from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer
 from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
+from racer_jax.agents.extra_knowledge import ExtraKnowledge
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, FoldCritic
 from racer_jax.agents.pipeline import build_graph_agent, retrieval_of
@@ -99,11 +100,30 @@ def common_split(rconfig, split, data_dir):
                              datasets.resolve_data_dir(data_dir))
 
 
+def extra_views(answerer, config, data_dir, workdir, ws, data, encoder,
+                log) -> list:
+  """Per view of ``answerer`` (an :class:`EnsembleAnswerer` 's ``views``,
+  else the run ``config`` in ``workdir`` alone): a callable from dataset
+  index to that view's extra text per choice, or None (no extra text)."""
+  runs = ([(m.config, m.workdir) for m in answerer.views]
+          if isinstance(answerer, EnsembleAnswerer) else [(config, workdir)])
+  out = []
+  for run_config, run_workdir in runs:
+    extra = ExtraKnowledge(run_config, data_dir, run_workdir, ws, encoder,
+                           log)
+    texts = None if extra.empty else extra.texts(data.examples,
+                                                 data.subgraphs)
+    out.append(None if texts is None else texts.__getitem__)
+  return out
+
+
 def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
   """``{question id: right}`` of the answer model shown no knowledge, over
   the labeled questions."""
-  requests = [AnswerRequest(e.stem, list(e.choices), [""] * len(e.choices))
-              for e in examples]
+  views = len(getattr(answerer, "views", [None]))
+  requests = [AnswerRequest(e.stem, list(e.choices), [""] * len(e.choices),
+                            [[""] * len(e.choices)] * views if views > 1
+                            else None) for e in examples]
   prediction = np.argmax(answerer.probs(requests), -1)
   return {e.id: bool(p == e.answer_index)
           for e, p in zip(examples, prediction) if e.answer_index is not None}
@@ -122,8 +142,11 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   (``no_critic`` is always run: it calibrates the critic), run for the
   first ``ablation_seeds`` seeds (default: all); each ablation's delta is
   to the full system over the same seeds. ``ensemble``: more answer runs
-  trained with this run's knowledge setup; the AnswerAgent averages their
-  choice probabilities with this run's (:class:`EnsembleAnswerer`)."""
+  shown this run's triples and paths (their extra text may differ: each
+  is shown its own); the AnswerAgent averages their choice probabilities
+  with this run's (:class:`EnsembleAnswerer`). ``baseline_workdir``: an
+  answer run trained without knowledge, or several (their ensemble), for
+  ``accuracy_answer_head_only`` (default: this answerer shown nothing)."""
   started = time.perf_counter()
   workdir = Path(workdir)
   agents = agents or config.agents
@@ -160,21 +183,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
         [ws.kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
         for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
 
-  extra = None
-  if config.get("use_openbook", False):
-    from racer_jax.agents import openbook
-    book = openbook.make_openbook(config, data_dir, ws, make_encoder(rconfig))
-    facts = book.split_texts(data.examples, data.subgraphs,
-                             config.openbook.facts_per_choice)
-    extra = facts.__getitem__
-  if config.answer.get("similar_questions", 0) > 0:
-    from racer_jax.agents import openbook
-    from racer_jax.driver import train_answer
-    similar = train_answer.similar_for(config, data_dir, workdir, log)
-    joined = openbook.join_knowledge(similar.per_choice(
-        data.examples, config.answer.similar_questions),
-        None if extra is None else facts)
-    extra = joined.__getitem__
+  # Per view of the answerer (one, or one per extra-text setup of an
+  # ensemble's members): the text shown before the triples, or None.
+  extras = extra_views(local, config, data_dir, workdir, ws, data,
+                       make_encoder(rconfig), log)
   own = None
   if config.answer.get("choice_triples", 0) > 0:
     from racer_jax.agents import choice_triples
@@ -191,7 +203,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     return Collaboration(graph, answerer, critic, max_turns=max_turns,
                          temperature_step=agents.temperature_step,
                          max_sentences=config.answer.max_sentences,
-                         extra_knowledge=extra, choice_triples=own,
+                         extra_knowledge=extras[0],
+                         extra_views=extras if len(extras) > 1 else None,
+                         choice_triples=own,
                          paths_to_answerer=paths_shown)
 
   def run(graph, critic, max_turns, pass_name, seed_index):
@@ -284,9 +298,16 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   if ensemble:  # absent: this run alone (what calibrated_critic assumes)
     figures["answer_members"] = [str(Path(w).resolve())
                                  for w in local.workdirs]
+    figures["answer_member_views"] = local.member_view
   if data.examples and data.examples[0].answer_index is not None:
-    baseline = (LocalAnswerer(baseline_workdir, log=log) if baseline_workdir
-                else local)
+    baselines = ([] if not baseline_workdir else [baseline_workdir]
+                 if isinstance(baseline_workdir, (str, Path))
+                 else list(baseline_workdir))
+    baseline = local
+    if baselines:
+      members = [LocalAnswerer(w, log=log) for w in baselines]
+      baseline = members[0] if len(members) == 1 else EnsembleAnswerer(
+          members)
     head_only = head_only_correct(baseline, data.examples)
     figures["accuracy_answer_head_only"] = float(np.mean(list(
         head_only.values())))
@@ -298,9 +319,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       figures["knowledge_gain"] = paired.paired_comparison(
           *paired.align({i: head_only[i] for i in both},
                         {i: full_correct[i] for i in both}), seed=config.seed)
-    figures["answer_head_only_source"] = (str(baseline_workdir) if
-                                          baseline_workdir else
-                                          "this model, no knowledge")
+    figures["answer_head_only_source"] = (
+        ",".join(map(str, baselines)) if baselines else
+        "this model, no knowledge")
   (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
   report.write_report(out_dir, figures, config=config, workdir=workdir,
                       log=log)

@@ -1,6 +1,7 @@
 """The AnswerAgent as an ensemble of answer runs inside the agents' loop:
 its probabilities are the members' mean on the knowledge the loop showed,
-members trained with other knowledge are refused, and a resumed
+members trained with other graph knowledge are refused, members trained
+with other extra text each read their own view, and a resumed
 evaluation never mixes answerers."""
 
 import json
@@ -58,6 +59,34 @@ def test_a_member_trained_with_other_knowledge_is_refused():
       _member("b", p, learning_rate=1e-4).config)
 
 
+def test_members_with_other_extra_text_read_their_own_view():
+  seen = {}
+
+  def member(name, **answer):
+    m = _member(name, None, **answer)
+    m.probs = lambda reqs: (seen.__setitem__(name, [r.knowledge for r in
+                                                    reqs]) or
+                            np.full((len(reqs), 3), 1 / 3, np.float32))
+    return m
+
+  ensemble = EnsembleAnswerer([member("a"), member("b", similar_questions=1),
+                               member("c"), member("d", similar_questions=1)])
+  assert ensemble.member_view == [0, 1, 0, 1]
+  assert [v.workdir for v in ensemble.views] == ["a", "b"]
+  request = AnswerRequest("q", ["x", "y", "z"], ["k1", "k2", "k3"],
+                          [["k1", "k2", "k3"], ["s k1", "s k2", "s k3"]])
+  ensemble.probs([request])
+  assert seen == {"a": [["k1", "k2", "k3"]], "c": [["k1", "k2", "k3"]],
+                  "b": [["s k1", "s k2", "s k3"]],
+                  "d": [["s k1", "s k2", "s k3"]]}
+  with pytest.raises(ValueError, match="one knowledge text per view"):
+    ensemble.probs([AnswerRequest("q", ["x"], ["k"])])
+  # The graph knowledge must still agree, whatever the extra text.
+  with pytest.raises(ValueError, match=r"answer\.paths_per_choice 2 vs 4"):
+    EnsembleAnswerer([member("a"), member("b", similar_questions=1,
+                                          paths_per_choice=4)])
+
+
 @pytest.mark.slow  # ~1-2 min: two passes of the loop and a second model
 def test_the_loop_answers_with_the_members_mean(answer_run, head_run,
                                                 tmp_path):
@@ -66,7 +95,7 @@ def test_the_loop_answers_with_the_members_mean(answer_run, head_run,
   workdir = tmp_path / "run"  # other tests evaluate the shared run too
   shutil.copytree(shared, workdir, ignore=shutil.ignore_patterns("eval"))
   figures = agents_eval.evaluate(config, None, workdir, ensemble=[other],
-                                 **QUIET)
+                                 baseline_workdir=[other, workdir], **QUIET)
   out = workdir / "eval" / "dev.ensemble"
   assert figures["answer_members"] == [str(workdir.resolve()),
                                        str(other.resolve())]
@@ -81,6 +110,15 @@ def test_the_loop_answers_with_the_members_mean(answer_run, head_run,
                       for m in members], axis=0)
       np.testing.assert_allclose(turn["probs"], want, atol=1e-4)
   assert figures["triples_verified_fraction"] == 1.0
+  # Several baselines: their ensemble shown nothing.
+  assert figures["answer_head_only_source"] == f"{other},{workdir}"
+  blank = [AnswerRequest(r["question"], r["choices"], [""] * len(
+      r["choices"])) for r in rows]
+  right = [int(np.argmax(np.mean([m.probs([q])[0][:len(q.choices)]
+                                  for m in members[::-1]], 0)) == r["gold"])
+           for q, r in zip(blank, rows)]
+  assert figures["accuracy_answer_head_only"] == pytest.approx(
+      np.mean(right))
   # The single model's folder is untouched; resuming with other members
   # is refused rather than mixing the two answerers' passes.
   assert not (workdir / "eval" / "dev" / "full.seed0.jsonl").exists()

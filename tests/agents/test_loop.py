@@ -351,6 +351,44 @@ def test_paths_back_the_critic_not_an_answerer_trained_without_them(
   np.testing.assert_array_equal(after.rejection - before.rejection, rejected)
 
 
+def test_each_ensemble_view_is_shown_its_own_extra_text(parts):
+  """Ensemble members trained with different extra text (here: one with a
+  similar training question) each read their own view of every choice:
+  that view's text, then the same triples and paths."""
+  import copy
+  graph, local, data = parts
+  sim_member = copy.copy(local)
+  sim_member.config = copy.deepcopy(local.config)
+  sim_member.config.answer.similar_questions = 1
+  ensemble = answer_lib.EnsembleAnswerer([local, sim_member])
+  assert ensemble.member_view == [0, 1]
+  similar = lambda i: [f"Similar question {i}: a cat sat."] * len(
+      data.examples[i].choices)
+  graph.reset_memory()
+  collab = Collaboration(graph, ensemble, ScriptedCritic(0), max_turns=1,
+                         extra_views=[None, similar])
+  results = run(collab, data)
+  assert results
+  for r in results:
+    rd = r.rounds[0]
+    plain, with_similar = rd.knowledge_views
+    assert plain == rd.knowledge
+    assert with_similar == [" ".join(t for t in (s, k) if t) for s, k in
+                            zip(similar(r.index), plain)]
+    assert r.to_dict()["rounds"][0]["knowledge_views"] == rd.knowledge_views
+    asked = [answer_lib.AnswerRequest(r.question, r.choices, view)
+             for view in rd.knowledge_views]
+    want = (local.probs(asked[:1])[0] + local.probs(asked[1:])[0]) / 2
+    np.testing.assert_allclose(rd.answer.probs, want[:len(r.choices)],
+                               atol=1e-5)
+  # One view: no per-view record; requests without views are refused for
+  # a member that needs its own.
+  collab = Collaboration(graph, local, ScriptedCritic(0), max_turns=1)
+  assert all(r.rounds[0].knowledge_views == [] for r in run(collab, data))
+  with pytest.raises(ValueError, match="one knowledge text per view"):
+    ensemble.probs([answer_lib.AnswerRequest("q", ["a", "b"], ["", ""])])
+
+
 def test_retrieval_of_an_answer_run():
   import ml_collections
 

@@ -177,3 +177,49 @@ def test_agents_evaluation_shows_them_too(retrieval_runs, similar_run,
       for shown in rd["knowledge"]:
         stems = shown_stems(shown)
         assert len(stems) == 1 and train[stems[0]] != row["id"]
+
+
+@pytest.mark.slow  # the four-agent evaluation of a two-model ensemble
+def test_an_ensemble_shows_each_member_its_own_extra_text(
+    retrieval_runs, similar_run, head_run, tmp_path):
+  """A run shown no similar question and one shown one, averaged inside
+  the loop: each member reads its own view (the same triples and paths,
+  with or without the similar question before them)."""
+  import shutil
+
+  from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  from racer_jax.agents.pipeline import Pipeline
+  from racer_jax.eval import agents_eval
+  config, plain = head_run
+  plain_copy, similar_copy = tmp_path / "plain", tmp_path / "similar"
+  for src, dst in ((plain, plain_copy), (similar_run[1], similar_copy)):
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("eval"))
+  figures = agents_eval.evaluate(config, None, plain_copy, seeds=1,
+                                 ensemble=[similar_copy], **QUIET)
+  assert figures["answer_member_views"] == [0, 1]
+  members = [LocalAnswerer(plain_copy), LocalAnswerer(similar_copy)]
+  rows = [json.loads(x) for x in (plain_copy / "eval" / "dev.ensemble" /
+                                  "full.seed0.jsonl").read_text().splitlines()]
+  assert rows
+  for row in rows:
+    for rd in row["rounds"]:
+      bare, with_similar = rd["knowledge_views"]
+      assert bare == rd["knowledge"]
+      for b, s in zip(bare, with_similar):
+        assert not b.startswith(sq.PREFIX) and len(shown_stems(s)) == 1
+        assert s.endswith(b)
+      want = np.mean([m.probs([AnswerRequest(row["question"],
+                                             row["choices"], view)])[0]
+                      for m, view in zip(members, (bare, with_similar))], 0)
+      np.testing.assert_allclose(rd["probs"], want[:len(row["choices"])],
+                                 atol=1e-5)
+  # launch/answer.py's pipeline builds the same two views for a new
+  # question.
+  train = train_answer.load_examples(retrieval_runs[0], None, "train")
+  result = Pipeline(plain_copy, ensemble=[str(similar_copy)],
+                    log=QUIET["log"]).answer(train[0].stem,
+                                             list(train[0].choices))
+  bare, with_similar = result.rounds[0].knowledge_views
+  assert bare == result.rounds[0].knowledge
+  assert all(len(shown_stems(s)) == 1 and s.endswith(b)
+             for b, s in zip(bare, with_similar))

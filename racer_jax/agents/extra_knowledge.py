@@ -1,0 +1,50 @@
+"""The text an answer run was shown before the graph's triples, rebuilt for
+the agents' loop: similar training questions (``answer.similar_questions``,
+KEAR), then the open book's facts (``use_openbook``) — the order
+:func:`racer_jax.driver.train_answer.knowledge_for` trained it with.
+
+Built once per answer run (the book grounded, the similar-question index
+loaded from the run's cache) and asked per batch of questions; the loop
+puts the graph's triples and paths after it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from racer_jax.agents import openbook
+
+
+class ExtraKnowledge:
+  """``texts(examples, subgraphs)``: per question, per choice, the extra
+  text of the answer run ``config`` (its similar-question index cached in
+  ``workdir``); ``ws`` and ``encoder`` are the retrieval run's, whose
+  subgraphs ground the book's facts."""
+
+  def __init__(self, config, data_dir, workdir, ws, encoder,
+               log: Callable[[str], None] = print):
+    self.book = self.similar = None
+    self.facts_per_choice = config.openbook.facts_per_choice
+    self.similar_questions = int(config.answer.get("similar_questions", 0))
+    if config.get("use_openbook", False):
+      self.book = openbook.make_openbook(config, data_dir, ws, encoder)
+    if self.similar_questions > 0:
+      from racer_jax.driver import train_answer
+      self.similar = train_answer.similar_for(config, data_dir,
+                                              Path(workdir), log)
+
+  @property
+  def empty(self) -> bool:
+    return self.book is None and self.similar is None
+
+  def texts(self, examples, subgraphs) -> list[list[str]] | None:
+    """[Q][C] text, or None when the run was shown no extra text."""
+    facts = None
+    if self.book is not None:
+      facts = self.book.split_texts(examples, subgraphs,
+                                    self.facts_per_choice)
+    if self.similar is not None:
+      facts = openbook.join_knowledge(self.similar.per_choice(
+          examples, self.similar_questions), facts)
+    return facts

@@ -34,10 +34,6 @@ class ExtraKnowledge:
       self.similar = train_answer.similar_for(config, data_dir,
                                               Path(workdir), log)
 
-  @property
-  def empty(self) -> bool:
-    return self.book is None and self.similar is None
-
   def texts(self, examples, subgraphs) -> list[list[str]] | None:
     """[Q][C] text, or None when the run was shown no extra text."""
     facts = None
@@ -48,3 +44,20 @@ class ExtraKnowledge:
       facts = openbook.join_knowledge(self.similar.per_choice(
           examples, self.similar_questions), facts)
     return facts
+
+
+def per_view(answerer, config, data_dir, workdir, ws, encoder,
+             log: Callable[[str], None] = print) -> list[ExtraKnowledge]:
+  """One :class:`ExtraKnowledge` per view of ``answerer``: an
+  :class:`~racer_jax.agents.answer.EnsembleAnswerer` 's ``views`` (members
+  trained with different extra text), else the answer run ``config`` in
+  ``workdir`` alone."""
+  views = getattr(answerer, "views", None)
+  runs = ([(m.config, m.workdir) for m in views] if views
+          else [(config, workdir)])
+  return [ExtraKnowledge(c, data_dir, w, ws, encoder, log) for c, w in runs]
+
+
+def callables(texts: list[list[list[str]] | None]) -> list:
+  """Per view: dataset index -> that view's [C] texts (None: no text)."""
+  return [None if t is None else t.__getitem__ for t in texts]

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable, Sequence
 
 import jax
 import ml_collections
 
-from racer_jax.agents import llm
+from racer_jax.agents import extra_knowledge, llm
 from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
 from racer_jax.agents.answer import LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
-from racer_jax.agents.extra_knowledge import ExtraKnowledge
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, QuestionResult
 from racer_jax.data import qa
@@ -147,10 +145,9 @@ class Pipeline:
       critic = LLMCritic(backend, critic, self.usage)
     # per view of the answerer: the text its members were shown before
     # the triples (one view unless ensemble members differ in it)
-    views = (local.views if isinstance(local, EnsembleAnswerer) else
-             [SimpleNamespace(config=config, workdir=self.workdir)])
-    self._extra = [ExtraKnowledge(v.config, data_dir, v.workdir, ws,
-                                  self._encoder, log) for v in views]
+    self._extra = extra_knowledge.per_view(local, config, data_dir,
+                                           self.workdir, ws, self._encoder,
+                                           log)
     self._own = None
     if config.answer.get("choice_triples", 0) > 0:
       from racer_jax.agents import choice_triples
@@ -179,8 +176,8 @@ class Pipeline:
         max_degree=self.rconfig.subgraph.max_degree)
     batch = next(dataset.ordered_batches(1))
     example = qa.QAExample("question", question, tuple(choices), None)
-    extras = [None if e.empty else e.texts([example], [sg]).__getitem__
-              for e in self._extra]
+    extras = extra_knowledge.callables([e.texts([example], [sg])
+                                        for e in self._extra])
     self.collab.extra_knowledge = extras[0]
     self.collab.extra_views = extras if len(extras) > 1 else None
     if self._own is not None:

@@ -31,11 +31,10 @@ from typing import Callable
 import ml_collections
 import numpy as np
 
-from racer_jax.agents import llm
+from racer_jax.agents import extra_knowledge, llm
 from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer
 from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
-from racer_jax.agents.extra_knowledge import ExtraKnowledge
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.loop import Collaboration, FoldCritic
 from racer_jax.agents.pipeline import build_graph_agent, retrieval_of
@@ -98,23 +97,6 @@ def common_split(rconfig, split, data_dir):
   from racer_jax.data import datasets
   return datasets.split_path(rconfig, split,
                              datasets.resolve_data_dir(data_dir))
-
-
-def extra_views(answerer, config, data_dir, workdir, ws, data, encoder,
-                log) -> list:
-  """Per view of ``answerer`` (an :class:`EnsembleAnswerer` 's ``views``,
-  else the run ``config`` in ``workdir`` alone): a callable from dataset
-  index to that view's extra text per choice, or None (no extra text)."""
-  runs = ([(m.config, m.workdir) for m in answerer.views]
-          if isinstance(answerer, EnsembleAnswerer) else [(config, workdir)])
-  out = []
-  for run_config, run_workdir in runs:
-    extra = ExtraKnowledge(run_config, data_dir, run_workdir, ws, encoder,
-                           log)
-    texts = None if extra.empty else extra.texts(data.examples,
-                                                 data.subgraphs)
-    out.append(None if texts is None else texts.__getitem__)
-  return out
 
 
 def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
@@ -185,8 +167,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
 
   # Per view of the answerer (one, or one per extra-text setup of an
   # ensemble's members): the text shown before the triples, or None.
-  extras = extra_views(local, config, data_dir, workdir, ws, data,
-                       make_encoder(rconfig), log)
+  extras = extra_knowledge.callables([
+      e.texts(data.examples, data.subgraphs) for e in extra_knowledge.per_view(
+          local, config, data_dir, workdir, ws, make_encoder(rconfig), log)])
   own = None
   if config.answer.get("choice_triples", 0) > 0:
     from racer_jax.agents import choice_triples

@@ -17,9 +17,10 @@ an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
 ``accuracy_answer_head_only``, ``llm_calls_per_question``,
 ``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...;
 with ``--ensemble=DIR,...`` the AnswerAgent averages several answer runs
-shown the same triples and paths (each with its own extra text); with ``--answer_only`` the answer model
-alone from its newest checkpoint (with ``--ensemble``, several answer runs'
-probabilities averaged, each shown its own knowledge): ``accuracy``,
+shown the same triples and paths (each with its own extra text); with
+``--answer_only`` the answer model alone from its newest checkpoint (with
+``--ensemble``, several answer runs' probabilities averaged, each shown its
+own knowledge): ``accuracy``,
 ``accuracy_members``, ``accuracy_members_mean``, ...
 """
 

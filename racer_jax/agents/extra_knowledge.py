@@ -25,7 +25,8 @@ class ExtraKnowledge:
   def __init__(self, config, data_dir, workdir, ws, encoder,
                log: Callable[[str], None] = print):
     self.book = self.similar = None
-    self.facts_per_choice = config.openbook.facts_per_choice
+    self.facts_per_choice = config.get("openbook", {}).get(
+        "facts_per_choice", 0)
     self.similar_questions = int(config.answer.get("similar_questions", 0))
     if config.get("use_openbook", False):
       self.book = openbook.make_openbook(config, data_dir, ws, encoder)

@@ -25,10 +25,13 @@ class Actions:
     edge: int32 [N, K] local edge ids (0 where masked).
     mask: bool [N, K].
     score: float32 [N, K] semantic scores (``-inf`` where masked).
+    descending: whether each row is in descending order of score, ties by
+      lower slot (the top-K order; with pruning off, table order).
   """
   edge: jax.Array
   mask: jax.Array
   score: jax.Array
+  descending: bool = flax.struct.field(pytree_node=False, default=False)
 
 
 def edge_scores(neighbors, neighbor_mask, receivers, relation, node_emb,
@@ -100,4 +103,4 @@ def prune_actions(neighbors, neighbor_mask, receivers, relation, node_emb,
   mask = jnp.take_along_axis(neighbor_mask, idx, axis=1) & (top > -jnp.inf)
   edge = jnp.take_along_axis(neighbors, idx, axis=1)
   return Actions(edge=jnp.where(mask, edge, 0), mask=mask,
-                 score=jnp.where(mask, top, -jnp.inf))
+                 score=jnp.where(mask, top, -jnp.inf), descending=True)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from racer_jax.graph import env, pruning, teacher
 from racer_jax.memory import edge_memory
 from racer_jax.rl import reward as reward_lib
-from racer_jax.rl.policy import MASKED_LOGIT, WalkerPolicy, masked_log_softmax
+from racer_jax.rl.policy import MASKED_LOGIT, WalkerPolicy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +128,8 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
                                   inputs.node_mask)
   action_node = inputs.receivers[actions.edge]
   teacher_action = teacher.teacher_actions(distance, action_node,
-                                           actions.mask, actions.score)
+                                           actions.mask, actions.score,
+                                           descending=actions.descending)
   tables = policy.apply(params, inputs.node_emb, inputs.query, inputs.target,
                         method=WalkerPolicy.node_tables)
   graph = env.WalkGraph(
@@ -146,21 +147,48 @@ def prepare(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
       action_quality=action_quality)
 
 
+def cumulative(weights):
+  """Running sums of ``weights`` [K] (the last is the total).
+
+  A product with an upper-triangular matrix of ones: batched over walkers
+  that is one small matmul, where ``jnp.cumsum`` lowers to a quadratic
+  ``reduce-window`` on CPU (about 5% of a rollout at 4096 walkers).
+  ``HIGHEST`` keeps it float32 on accelerators with TF32.
+  """
+  k = weights.shape[-1]
+  return jnp.matmul(weights, jnp.triu(jnp.ones((k, k), weights.dtype)),
+                    precision=jax.lax.Precision.HIGHEST)
+
+
+def inverse_cdf(cdf, u):
+  """The index i with ``cdf[i-1] <= u * cdf[-1] < cdf[i]`` for one uniform
+  ``u`` in [0, 1): a sample with probability proportional to the weights
+  whose running sums are ``cdf`` (cheaper than Gumbel-max: one random
+  number per walker and step instead of one per action)."""
+  index = jnp.sum(cdf <= u * cdf[-1])
+  return jnp.minimum(index, cdf.shape[-1] - 1).astype(jnp.int32)
+
+
 def sample_categorical(probs, u):
   """Inverse-CDF sample of index i with probability ``probs[i]`` from one
-  uniform ``u`` in [0, 1) (cheaper than Gumbel-max: one random number per
-  walker and step instead of one per action).
+  uniform ``u`` in [0, 1)."""
+  return inverse_cdf(cumulative(probs), u)
 
-  The CDF is a product with an upper-triangular matrix of ones: batched over
-  walkers that is one small matmul, where ``jnp.cumsum`` lowers to a
-  quadratic ``reduce-window`` on CPU (about 5% of a rollout at 4096
-  walkers). ``HIGHEST`` keeps it float32 on accelerators with TF32.
-  """
-  k = probs.shape[-1]
-  cdf = jnp.matmul(probs, jnp.triu(jnp.ones((k, k), probs.dtype)),
-                   precision=jax.lax.Precision.HIGHEST)
-  index = jnp.sum(cdf <= u * cdf[-1])
-  return jnp.minimum(index, k - 1).astype(jnp.int32)
+
+def policy_distribution(logits, valid):
+  """``(log_probs, probs, cdf)`` [K + 1] of the policy over ``valid``
+  actions, with one ``exp`` and no reduction for the normalizer: the
+  running sums of ``exp(logit - max)`` give both the sampling CDF and, as
+  their last entry, the softmax denominator (a 17-wide row sum is slower on
+  CPU than the small matmul that makes the CDF anyway). Masked actions get
+  log-probability about -1e9 and probability exactly 0, as
+  :func:`racer_jax.rl.policy.masked_log_softmax`."""
+  z = jnp.where(valid, logits, MASKED_LOGIT)
+  shifted = z - jax.lax.stop_gradient(jnp.max(z))
+  weights = jnp.exp(shifted)
+  cdf = cumulative(weights)
+  log_probs = shifted - jnp.log(cdf[-1])
+  return log_probs, weights / cdf[-1], cdf
 
 
 def first_argmax(x):
@@ -193,16 +221,14 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
     logits = edge_memory.rerank(logits, prep.action_quality[node],
                                 cfg.memory_beta)
     valid = env.valid_actions(graph, state)
-    log_probs = masked_log_softmax(logits, valid)
-    probs = jnp.exp(log_probs)
+    log_probs, probs, cdf = policy_distribution(logits, valid)
     u_sample, u_teacher = uniforms[t, 0], uniforms[t, 1]
     if cfg.temperature == 1.0:
-      sample_probs = jax.lax.stop_gradient(probs)
+      sampled = inverse_cdf(jax.lax.stop_gradient(cdf), u_sample)
     else:
-      sample_probs = jax.nn.softmax(jnp.where(
+      sampled = sample_categorical(jax.nn.softmax(jnp.where(
           valid, jax.lax.stop_gradient(logits) / cfg.temperature,
-          MASKED_LOGIT))
-    sampled = sample_categorical(sample_probs, u_sample)
+          MASKED_LOGIT)), u_sample)
     greedy = first_argmax(log_probs)
     teacher_action = jnp.where(state.done, graph.num_actions - 1,
                                prep.teacher[node])

@@ -3,12 +3,13 @@ random padded graphs (unreachable nodes, empty target sets, padding)."""
 
 import chex
 import jax
+import jax.numpy as jnp
 import networkx as nx
 import numpy as np
 import pytest
 
 from racer_jax.data import batch as batch_lib
-from racer_jax.graph import teacher
+from racer_jax.graph import pruning, teacher
 from racer_jax.graph.teacher import UNREACHABLE
 from racer_jax.kg.subgraph import SubgraphExtractor
 from racer_jax.rl import reference
@@ -182,3 +183,22 @@ def test_full_action_table_teacher_reaches_targets(graphs):
         node = sub["receivers"][i, edge[i, node, act[i, node]]]
         hops += 1
       assert hops == dist[i, u] and sub["is_target"][i, node]
+
+
+def test_descending_teacher_equals_argmax_on_top_k_order(graphs):
+  """Rows already in pruning's top-K order (descending score, ties by slot):
+  the first closer action is the best-scored one, the same as the max."""
+  rng = np.random.default_rng(7)
+  dist = np.asarray(_bfs(graphs))
+  tables = [_action_tables(g, rng, full=False) for g in _rows(graphs)]
+  edge, mask, score = (np.stack(x) for x in zip(*tables))
+  score, order = pruning.top_k_by_rank(jnp.asarray(score), D)
+  mask, edge = (np.take_along_axis(x, np.asarray(order), axis=-1)
+                for x in (mask, edge))
+  node = jax.vmap(lambda r, e: r[e])(graphs["receivers"], edge)
+  by_max, by_order = (
+      np.asarray(jax.vmap(lambda d, n, m, s: teacher.teacher_actions(
+          d, n, m, s, descending=flag))(dist, node, mask, score))
+      for flag in (False, True))
+  np.testing.assert_array_equal(by_order, by_max)
+  assert ((by_max > 0) & (by_max < D)).any()  # not always the first slot

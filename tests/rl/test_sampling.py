@@ -4,7 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from racer_jax.rl.rollout import first_argmax, sample_categorical
+from racer_jax.rl.policy import masked_log_softmax
+from racer_jax.rl.rollout import (first_argmax, inverse_cdf,
+                                 policy_distribution, sample_categorical)
 
 
 def _inverse_cdf(probs, u):
@@ -47,3 +49,30 @@ def test_first_argmax_takes_the_lowest_index_of_ties():
   x = rng.integers(0, 4, size=(500, 9)).astype(np.float32)  # many ties
   got = np.asarray(jax.vmap(first_argmax)(jnp.asarray(x)))
   np.testing.assert_array_equal(got, np.argmax(x, axis=-1))
+
+
+def test_policy_distribution_is_the_masked_softmax_and_its_cdf():
+  """One exp: log-probs, probs and gradients as ``masked_log_softmax``; the
+  CDF's draws as :func:`sample_categorical` on the probabilities."""
+  rng = np.random.default_rng(2)
+  logits = jnp.asarray(rng.normal(size=(3000, 17)).astype(np.float32) * 4)
+  valid = jnp.asarray(rng.random((3000, 17)) < 0.6).at[:, -1].set(True)
+  log_probs, probs, cdf = jax.jit(jax.vmap(policy_distribution))(logits,
+                                                                 valid)
+  want = jax.vmap(masked_log_softmax)(logits, valid)
+  np.testing.assert_allclose(np.where(valid, log_probs, 0),
+                             np.where(valid, want, 0), atol=2e-6)
+  assert np.all(np.asarray(log_probs)[~np.asarray(valid)] < -1e8)
+  np.testing.assert_allclose(probs, jnp.exp(want), atol=1e-6)
+  assert np.all(np.asarray(probs)[~np.asarray(valid)] == 0.0)
+  u = jnp.asarray(rng.random(3000).astype(np.float32))
+  got = jax.vmap(inverse_cdf)(cdf, u)
+  assert np.mean(got == jax.vmap(sample_categorical)(probs, u)) > 0.999
+  # The same gradient of a loss on chosen log-probabilities.
+  action = jnp.asarray(rng.integers(0, 17, 3000))
+  loss = lambda f: lambda x: jnp.sum(jnp.where(
+      jnp.take_along_axis(valid, action[:, None], 1)[:, 0],
+      jnp.take_along_axis(f(x), action[:, None], 1)[:, 0], 0.0))
+  ours = jax.grad(loss(lambda x: jax.vmap(policy_distribution)(x, valid)[0]))
+  ref = jax.grad(loss(lambda x: jax.vmap(masked_log_softmax)(x, valid)))
+  np.testing.assert_allclose(ours(logits), ref(logits), atol=1e-5)

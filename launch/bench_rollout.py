@@ -97,7 +97,9 @@ def machine() -> dict:
   isa = next((x for x in ("avx512f", "avx2", "avx", "sve", "asimd", "neon")
               if x in flags_), "unknown")
   out = {"cpu_model": model, "cpu_vector_isa": isa,
-         "cpu_count": os.cpu_count(), "jax_version": jax.__version__}
+         "cpu_count": os.cpu_count(), "jax_version": jax.__version__,
+         # racer_jax.xla_cpu adds a 512-bit vector width on AVX-512 CPUs.
+         "xla_flags": os.environ.get("XLA_FLAGS", "")}
   try:
     import torch
     out["torch_version"] = torch.__version__

@@ -1,0 +1,54 @@
+"""racer_jax.xla_cpu: when importing racer_jax asks XLA for 512-bit vectors."""
+
+import os
+import subprocess
+import sys
+
+from racer_jax import xla_cpu
+from tests.conftest import REPO
+
+AVX512 = {"sse2", "avx2", "avx512f"}
+
+
+def test_adds_the_vector_width_only_on_avx512():
+  assert xla_cpu.default_flags({}, AVX512) == (
+      "--xla_cpu_prefer_vector_width=512")
+  assert xla_cpu.default_flags({}, {"sse2", "avx2"}) is None
+  assert xla_cpu.default_flags({}, set()) is None
+
+
+def test_keeps_the_users_flags():
+  env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+  assert xla_cpu.default_flags(env, AVX512) == (
+      "--xla_force_host_platform_device_count=8 "
+      "--xla_cpu_prefer_vector_width=512")
+  # A width the user chose wins, and the switch turns the default off.
+  chosen = {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=256"}
+  assert xla_cpu.default_flags(chosen, AVX512) is None
+  assert xla_cpu.default_flags({"RACER_XLA_CPU_DEFAULTS": "0"},
+                               AVX512) is None
+
+
+def test_reads_cpu_flags(tmp_path):
+  info = tmp_path / "cpuinfo"
+  info.write_text("processor\t: 0\nmodel name\t: Some CPU\n"
+                  "flags\t\t: fpu sse2 avx2 avx512f\n\nprocessor\t: 1\n"
+                  "flags\t\t: fpu\n")
+  assert xla_cpu.cpu_flags(str(info)) == {"fpu", "sse2", "avx2", "avx512f"}
+  assert xla_cpu.cpu_flags(str(tmp_path / "missing")) == set()
+
+
+def test_importing_racer_jax_sets_xla_flags_before_jax_starts():
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("XLA_FLAGS", "RACER_XLA_CPU_DEFAULTS")}
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
+  code = ("import os, racer_jax, jax; print(os.environ['XLA_FLAGS']); "
+          "print(jax.device_count())")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, check=True, cwd=REPO, env=env).stdout
+  flags, devices = out.split("\n")[:2]
+  assert devices == "3"  # the user's flags still reach XLA
+  expect = "--xla_force_host_platform_device_count=3"
+  if "avx512f" in xla_cpu.cpu_flags():
+    expect += " --xla_cpu_prefer_vector_width=512"
+  assert flags == expect

@@ -32,6 +32,7 @@ from racer_jax.rl import reference as rl_reference
 from racer_jax.rl import rollout as rollout_lib
 from racer_jax.rl import train as train_lib
 from racer_jax.rl.inputs import walk_inputs
+from racer_jax.xla_cpu import cpu_flags
 
 _WALKERS = flags.DEFINE_list("walkers", ["1", "4", "16", "64", "256", "1024",
                                          "4096"], "rollout: walker counts.")
@@ -83,15 +84,12 @@ def _timed(row: dict, name: str, fn, repeats: int) -> None:
 def machine() -> dict:
   """What the ratios depend on: CPU model, its widest vector extension,
   library versions (eager PyTorch gains more than XLA from AVX-512)."""
-  model, flags_ = platform.processor() or platform.machine(), set()
+  model, flags_ = platform.processor() or platform.machine(), cpu_flags()
   try:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-          model = value.strip()
-        elif key.strip() in ("flags", "Features") and not flags_:
-          flags_ = set(value.split())
+      model = next((value.strip() for key, _, value in
+                    (line.partition(":") for line in f)
+                    if key.strip() == "model name"), model)
   except OSError:
     pass
   isa = next((x for x in ("avx512f", "avx2", "avx", "sve", "asimd", "neon")

@@ -85,8 +85,15 @@ def test_walker_with_heuristic_prior(tmp_path):
 @pytest.mark.data
 def test_policy_beats_heuristic_on_csqa(data_dir, tmp_path):
   """The learned beam policy retrieves more of the gold answer than the
-  fused heuristic at no larger subgraph size (CommonsenseQA dev, CN-100K;
-  about 3 minutes on 2 cores)."""
+  fused heuristic at the same subgraph budget (CommonsenseQA dev, CN-100K;
+  about 3 minutes on 2 cores).
+
+  Both searches add at most ``hygrl.max_nodes`` nodes to the question's and
+  nearly always use all of them: both averaged 15.68-15.76 nodes at every
+  threshold from 0.3 down to 0.02. So the two mean sizes differ only by
+  the rare question where a search stops early, within 1% and in either
+  direction between runs that differ in float rounding (e.g. XLA's vector
+  width)."""
   config = csqa_config.get_config()
   config.method = "hygrl"
   config.prep_dir = str(tmp_path / "prep")
@@ -96,5 +103,5 @@ def test_policy_beats_heuristic_on_csqa(data_dir, tmp_path):
                                     **QUIET)
   print(figures)
   assert (figures["mean_subgraph_nodes_policy"] <=
-          figures["mean_subgraph_nodes_heuristic"])
+          1.01 * figures["mean_subgraph_nodes_heuristic"])
   assert figures["recall_policy"] >= figures["recall_heuristic"] + 0.05

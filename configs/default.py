@@ -144,6 +144,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.similar_questions = 0
   config.answer.similar_split = "train"
   config.answer.similar_encoder = "minilm"
+  # A fixed validation slice of the training split, kept out of answer
+  # training: the critic's thresholds are fitted there, never on the split
+  # being scored (racer_jax/data/validation.py). The slice depends on the
+  # fraction and validation_seed only, so runs of any seed share it.
+  config.answer.validation_fraction = 0.1
+  config.answer.validation_seed = 0
   config.answer.max_length = 96         # tokens per (question, choice)
   config.answer.batch_size = 16         # questions per update
   config.answer.epochs = 1.0

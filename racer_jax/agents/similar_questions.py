@@ -124,13 +124,20 @@ class SimilarQuestions:
 def from_config(config, data_dir, cache_path,
                 log: Callable[[str], None] = print) -> SimilarQuestions:
   """The index of ``answer.similar_split`` embedded by
-  ``answer.similar_encoder`` (``text.model_dir`` for MiniLM)."""
-  from racer_jax.data import datasets, qa
+  ``answer.similar_encoder`` (``text.model_dir`` for MiniLM). When that is
+  the training split, the run's validation slice is left out of the index:
+  its labels may be shown to no training question."""
+  from racer_jax.data import datasets, qa, validation
   from racer_jax.text import encoder as encoder_lib
   a = config.answer
-  path = datasets.split_path(config, a.get("similar_split", "train"),
+  split = a.get("similar_split", "train")
+  path = datasets.split_path(config, split,
                              datasets.resolve_data_dir(data_dir))
   examples, _ = qa.load_jsonl(path, on_bad_line=config.data.on_bad_line)
+  held = 0
+  if split == config.train.split:
+    keep, held_rows = validation.split_rows(config, len(examples))
+    examples, held = [examples[i] for i in keep], len(held_rows)
   name = a.get("similar_encoder", "minilm")
   kwargs = ({"model_dir": config.text.model_dir}
             if config.text.model_dir and name == "minilm" else {})
@@ -138,5 +145,6 @@ def from_config(config, data_dir, cache_path,
                          cache_path, log)
   log(f"similar questions: index of {len(sim.index)} from {path}"
       + (f" ({sim.skipped_unlabeled} unlabeled left out)"
-         if sim.skipped_unlabeled else ""))
+         if sim.skipped_unlabeled else "")
+      + (f" ({held} validation questions left out)" if held else ""))
   return sim

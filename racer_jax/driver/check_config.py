@@ -27,7 +27,7 @@ _INT_AT_LEAST = {
     "refiner.num_steps": 0, "answer.paths_per_choice": 1,
     "answer.max_sentences": 0, "answer.max_length": 8,
     "answer.batch_size": 1, "answer.choice_triples": 0,
-    "answer.similar_questions": 0,
+    "answer.similar_questions": 0, "answer.validation_seed": 0,
     "agents.max_turns": 1,
     "openbook.facts_per_choice": 0,
 }
@@ -39,6 +39,7 @@ _FLOAT_RANGE = {
     "memory.gamma": (0.0, None), "refiner.learning_rate": (0.0, None),
     "refiner.temperature": (0.0, None), "answer.learning_rate": (0.0, None),
     "answer.epochs": (0.0, None), "answer.dropout": (0.0, 1.0),
+    "answer.validation_fraction": (0.0, 1.0),
     "curriculum.start": (0.0, 1.0), "curriculum.ramp_fraction": (0.0, None),
     "curriculum.temperature": (0.0, None),
     "agents.temperature_step": (0.0, None),
@@ -95,6 +96,9 @@ def check_config(config) -> None:
     v = _get(config, key)
     if v is not _MISSING and v not in allowed:
       raise ConfigError(f"{key}={v!r}: expected one of {list(allowed)}")
+  if _get(config, "answer.validation_fraction") == 1.0:
+    raise ConfigError("answer.validation_fraction=1.0: must be < 1 (the "
+                      "answer stage needs training questions)")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

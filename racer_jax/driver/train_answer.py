@@ -7,7 +7,10 @@ refined paths toward the choice as template sentences, retrieved once from
 the refiner run ``answer.knowledge_workdir`` and cached there (empty: the
 same model without knowledge, the baseline). Cross-entropy over the choices,
 AdamW with warmup and linear decay, one jitted update with the NaN guard;
-checkpointed, resumable, evaluated on ``eval.split`` at the end.
+checkpointed, resumable, evaluated on ``eval.split`` at the end. The
+validation slice of the training split (``answer.validation_fraction``,
+:mod:`racer_jax.data.validation`) is kept out of training and evaluated at
+the end too (``validation_accuracy``); the critic is calibrated on it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 import optax
 
 from racer_jax.agents import choice_triples, openbook
-from racer_jax.data import datasets, qa
+from racer_jax.data import datasets, qa, validation
 from racer_jax.driver import common
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.loop import run_updates
@@ -53,6 +56,15 @@ class AnswerData:
     gold = np.array([self.gold[r] if r >= 0 else -1 for r in rows],
                     np.int32)
     return tokens, choice_mask, gold, np.array(rows) >= 0
+
+  def subset(self, rows) -> "AnswerData":
+    """The questions ``rows`` (e.g. the validation slice), in that order."""
+    rows = [int(r) for r in rows]
+    return AnswerData([self.examples[r] for r in rows],
+                      [self.tokens[r] for r in rows], self.gold[rows],
+                      self.num_choices,
+                      [self.knowledge[r] for r in rows]
+                      if self.knowledge else None)
 
 
 def load_answer_data(config, data_dir, split: str, tokenizer,
@@ -292,7 +304,11 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                               knowledge[s] if knowledge else None)
           for s in {t.split, eval_split}}
   train_data = data[t.split]
-  n, bs = len(train_data.examples), a.batch_size
+  # the validation slice is kept out of training (the critic is fitted on it)
+  train_rows, val_rows = validation.split_rows(config,
+                                               len(train_data.examples))
+  val_data = train_data.subset(val_rows)
+  n, bs = len(train_rows), a.batch_size
   per_epoch = -(-n // bs)
   total = max(1, int(round(a.epochs * per_epoch)))
   model, optimizer, state = create_state(config, tokenizer, total)
@@ -302,8 +318,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     state = restored[0]
     log(f"resuming from step {int(state.step)}")
   start = int(state.step)
-  log(f"answer model: {n} training questions, {total} updates of {bs}, "
-      f"knowledge {knowledge_sources(config) if knowledge else 'off'}")
+  log(f"answer model: {n} training questions ({len(val_rows)} held out for "
+      f"validation), {total} updates of {bs}, knowledge "
+      f"{knowledge_sources(config) if knowledge else 'off'}")
   step_fn = make_answer_step(model, optimizer)
   orders = {}
 
@@ -312,7 +329,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     if epoch not in orders:
       orders[epoch] = np.asarray(jax.random.permutation(
           jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
-    rows = orders[epoch][i * bs:(i + 1) * bs]
+    rows = train_rows[orders[epoch][i * bs:(i + 1) * bs]]
     return np.concatenate([rows, -np.ones(bs - len(rows), int)])
 
   def one_update(state, step):
@@ -323,7 +340,14 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                     config.eval.batch_size)
     write_predictions(workdir / "eval" / f"{eval_split}_step{step}.answer"
                       ".jsonl", data[eval_split], probs)
-    return {"accuracy": accuracy(probs, data[eval_split].gold)}
+    figures = {"accuracy": accuracy(probs, data[eval_split].gold)}
+    if val_rows.size:
+      val_probs = predict(model, state.params, val_data, tokenizer,
+                          config.eval.batch_size)
+      write_predictions(workdir / "eval" / f"validation_step{step}.answer"
+                        ".jsonl", val_data, val_probs)
+      figures["validation_accuracy"] = accuracy(val_probs, val_data.gold)
+    return figures
 
   end = total if stop_after is None else min(total, start + stop_after)
   writer = MetricWriter(workdir, enabled=jax.process_index() == 0)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from racer_jax.data import datasets, qa
+from racer_jax.data import datasets, qa, validation
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.loop import run_updates
 from racer_jax.driver.metrics import MetricWriter
@@ -79,7 +79,9 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
     gold[split] = np.array([-1 if e.answer_index is None else
                             e.answer_index for e in examples], np.int32)
   q, cc, k, mask = feats[t.split]
-  n, bs = len(q), a.head_batch_size
+  # the validation slice is kept out of training (the critic is fitted on it)
+  train_rows, val_rows = validation.split_rows(config, len(q))
+  n, bs = len(train_rows), a.head_batch_size
   per_epoch = -(-n // bs)
   total = max(1, int(round(a.head_epochs * per_epoch)))
   model, optimizer, state = create_state(config, q.shape[1], total)
@@ -88,7 +90,8 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
   if restored is not None:
     state = restored[0]
   start = int(state.step)
-  log(f"frozen-head answer model: {n} questions, {total} updates of {bs}")
+  log(f"frozen-head answer model: {n} questions ({len(val_rows)} held out "
+      f"for validation), {total} updates of {bs}")
 
   @jax.jit
   def step_fn(state, features, choice_mask, gold_b):
@@ -114,20 +117,28 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
     if epoch not in orders:  # one permutation per epoch, not per update
       orders[epoch] = np.asarray(jax.random.permutation(
           jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
-    rows = orders[epoch][i * bs:(i + 1) * bs]
+    rows = train_rows[orders[epoch][i * bs:(i + 1) * bs]]
     g = gold[t.split][rows]
     return step_fn(state, (q[rows], cc[rows], k[rows]), mask[rows], g)
 
   forward = jax.jit(lambda p, f, m: jax.nn.softmax(
       choice_head.head_logits(model, p, f, m), -1))
 
-  def evaluate(state, step):
-    eq, ec, ek, em = feats[config.eval.split]
-    probs = np.asarray(forward(state.params, (eq, ec, ek), em))
-    g = gold[config.eval.split]
+  def accuracy_on(params, split, rows=None):
+    eq, ec, ek, em = (x if rows is None else x[rows]
+                      for x in feats[split])
+    probs = np.asarray(forward(params, (eq, ec, ek), em))
+    g = gold[split] if rows is None else gold[split][rows]
     keep = g >= 0
-    return {"accuracy": float(np.mean(np.argmax(probs[keep], -1) ==
-                                      g[keep]))}
+    return float(np.mean(np.argmax(probs[keep], -1) == g[keep]))
+
+  def evaluate(state, step):
+    del step
+    figures = {"accuracy": accuracy_on(state.params, config.eval.split)}
+    if val_rows.size:
+      figures["validation_accuracy"] = accuracy_on(state.params, t.split,
+                                                   val_rows)
+    return figures
 
   end = total if stop_after is None else min(total, start + stop_after)
   writer = MetricWriter(workdir, enabled=jax.process_index() == 0)

@@ -205,6 +205,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.hygrl.imitation_steps = 300
   config.hygrl.rl_steps = 700
   config.hygrl.learning_rate = 1e-3
+  # "Grounds an answer choice" (known in multiple-choice QA): a policy
+  # feature and a fifth fused metric of HyGRL-Heuristic (calibrated with
+  # the other four), so the two are compared on equal information.
+  config.hygrl.policy_choice = True
+  config.hygrl.heuristic_choice = True
 
   # OpenBookQA's open book as extra knowledge for the answerer
   # (racer_jax/agents/openbook.py), in answer training and evaluation.

@@ -164,7 +164,11 @@ def hygrl_config(config):
       heuristic_tau=h.heuristic_tau, restart_prob=h.restart_prob,
       ppr_iters=h.ppr_iters, label_high=h.label_high, label_low=h.label_low,
       pairs_per_step=h.pairs_per_step, margin=h.margin,
-      margin_weight=h.margin_weight, scst_gamma=h.scst_gamma)
+      margin_weight=h.margin_weight, scst_gamma=h.scst_gamma,
+      # runs saved before these fields: the policy saw the choice signal,
+      # the heuristic did not
+      policy_choice=bool(h.get("policy_choice", True)),
+      heuristic_choice=bool(h.get("heuristic_choice", False)))
 
 
 def make_hygrl_policy(config):

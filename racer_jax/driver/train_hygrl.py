@@ -4,6 +4,7 @@ walker's run (``train(config, data_dir, workdir)`` resumes exactly)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Callable
@@ -29,19 +30,25 @@ def create_state(config, embed_dim: int):
   optimizer = train_lib.make_optimizer(config.hygrl.learning_rate,
                                        config.train.grad_clip)
   rng = jax.random.PRNGKey(config.seed)
-  params = hygrl.init_hygrl_policy(policy, jax.random.fold_in(rng, 0x5eed),
-                                   embed_dim, config.hygrl.window)
+  params = hygrl.init_hygrl_policy(
+      policy, jax.random.fold_in(rng, 0x5eed), embed_dim, config.hygrl.window,
+      choice_feature=hygrl_config(config).policy_choice)
   state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
                                step=jnp.zeros((), jnp.int32), rng=rng,
                                memory=edge_memory.empty(1))  # unused
   return policy, optimizer, state
 
 
-def calibrate(config, dataset, concept_emb, log=print) -> np.ndarray:
+def calibrate(config, dataset, concept_emb, log=print,
+              with_choice: bool | None = None) -> np.ndarray:
   """θ of the fusion, fitted on the first-step candidates of the first
   ``hygrl.calibration_questions`` questions (label: on a shortest path from
-  a question concept to the gold answer)."""
+  a question concept to the gold answer); one weight per metric of
+  :func:`hygrl.fusion_metrics` (``with_choice``: whether "grounds a
+  choice" is among them; default ``hygrl.heuristic_choice``)."""
   cfg = hygrl_config(config)
+  if with_choice is not None:
+    cfg = dataclasses.replace(cfg, heuristic_choice=with_choice)
   fn = jax.jit(lambda b, c: hygrl.calibration_batch(b, c, cfg))
   metrics, labels, seen = [], [], 0
   for batch in dataset.ordered_batches(config.batch.batch_size):
@@ -56,7 +63,7 @@ def calibrate(config, dataset, concept_emb, log=print) -> np.ndarray:
     raise ValueError("no labeled candidates to calibrate the fusion on")
   theta = np.asarray(heuristics.calibrate_fusion(metrics, labels))
   weights = np.asarray(jax.nn.softmax(theta))
-  shown = dict(zip(hygrl.METRICS, weights.round(3).tolist()))
+  shown = dict(zip(hygrl.fusion_metrics(cfg), weights.round(3).tolist()))
   log(f"fusion weights over {shown} "
       f"from {len(labels):,} candidates of {seen} questions "
       f"({labels.mean():.1%} positive)")

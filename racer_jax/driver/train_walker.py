@@ -105,7 +105,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         log))
   if config.walker.get("heuristic_weight", 0.0) and theta is None:
     from racer_jax.driver.train_hygrl import calibrate
-    theta = calibrate(config, dataset, ws.concept_emb, log)
+    # the walker's pruning prior fuses the four graph heuristics only
+    theta = calibrate(config, dataset, ws.concept_emb, log,
+                      with_choice=False)
     if jax.process_count() > 1:  # every process uses process 0's fit
       from jax.experimental import multihost_utils
       theta = multihost_utils.broadcast_one_to_all(theta)

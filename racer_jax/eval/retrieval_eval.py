@@ -114,8 +114,12 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
              "tau": config.hygrl.tau,
              "heuristic_tau": config.hygrl.heuristic_tau,
              "questions": len(ws.splits[split].examples), **figures,
-             "fusion_weights": dict(zip(hygrl.METRICS, np.asarray(
-                 jax.nn.softmax(theta)).round(4).tolist())),
+             "fusion_weights": dict(zip(
+                 hygrl.fusion_metrics(common.hygrl_config(config)),
+                 np.asarray(jax.nn.softmax(theta)).round(4).tolist())),
+             "policy_choice": common.hygrl_config(config).policy_choice,
+             "heuristic_choice": common.hygrl_config(
+                 config).heuristic_choice,
              "per_question_file": str(rows_path)}
   if sweep:
     figures["sweep"] = sweep

@@ -5,9 +5,15 @@ Adamic-Adar, Jaccard, semantic match) give each frontier candidate four
 normalized metrics; their fusion ``S`` (weights θ calibrated once, then
 frozen) is the HyGRL-Heuristic scorer and the imitation teacher; the
 learned policy σ(MLP([S_window ‖ A])) scores candidates from their
-embedding, their metrics and whether they ground an answer choice (known at
-inference in multiple-choice QA; the heuristic does not use it). Both
-drive :func:`racer_jax.graph.beam.beam_search`.
+embedding and their metrics. Both drive
+:func:`racer_jax.graph.beam.beam_search`.
+
+Whether a candidate grounds an answer choice is known at inference in
+multiple-choice QA, and about a third of a subgraph's nodes do. For a
+comparison on equal information both scorers may use it or not:
+``HyGRLConfig.policy_choice`` adds it to the policy's features,
+``heuristic_choice`` adds it to the fusion as a fifth metric (calibrated
+with the other four).
 
 Training (one jitted program per stage, data parallel like the walker):
 imitation = BCE against the fused heuristic's confident labels on the
@@ -49,6 +55,13 @@ class HyGRLConfig:
   margin: float = 1.0
   margin_weight: float = 0.5
   scst_gamma: float = 1.0
+  policy_choice: bool = True      # the policy sees "grounds a choice"
+  heuristic_choice: bool = False  # the fusion has it as a fifth metric
+
+
+def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
+  """The names of the fused heuristic's metrics (θ has one per name)."""
+  return METRICS + (("choice",) if cfg.heuristic_choice else ())
 
 
 @flax.struct.dataclass
@@ -109,39 +122,48 @@ def hygrl_inputs(batch, concept_emb, cfg: HyGRLConfig) -> HyGRLInputs:
                      jnp.any(gold, 1))
 
 
-def candidate_metrics(x: HyGRLInputs, in_sequence, frontier):
-  """float32 [N, 4]: normalized PPR, path-aware Adamic-Adar and Jaccard,
-  and semantic match with the question ⊕ sequence context."""
+def candidate_metrics(x: HyGRLInputs, in_sequence, frontier,
+                      with_choice: bool = False):
+  """float32 [N, 4] (or [N, 5] ``with_choice``): normalized PPR,
+  path-aware Adamic-Adar and Jaccard, semantic match with the question ⊕
+  sequence context (and whether the node grounds an answer choice)."""
   context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
   raw = (x.ppr,
          heuristics.expanded_from_scores(x.adamic_adar, x.adj, in_sequence),
          heuristics.expanded_from_scores(x.jaccard, x.adj, in_sequence),
          heuristics.semantic_scores(x.node_emb, context))
+  if with_choice:
+    raw += (x.choice.astype(jnp.float32),)
   return jnp.stack([heuristics.normalize_per_question(m, frontier)
                     for m in raw], axis=-1)
 
 
-def heuristic_prob(theta, x: HyGRLInputs, in_sequence, frontier):
-  """The fused score S in (0, 1) of every node (HyGRL-Heuristic)."""
-  s = heuristics.fuse(candidate_metrics(x, in_sequence, frontier), theta)
+def heuristic_prob(theta, x: HyGRLInputs, in_sequence, frontier,
+                   with_choice: bool = False):
+  """The fused score S in (0, 1) of every node (HyGRL-Heuristic); θ has
+  one entry per metric (:func:`fusion_metrics`)."""
+  s = heuristics.fuse(candidate_metrics(x, in_sequence, frontier,
+                                        with_choice), theta)
   return jnp.clip(s, 1e-6, 1.0 - 1e-6)
 
 
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,
-                  in_sequence, frontier):
+                  in_sequence, frontier, choice_feature: bool = True):
   """float32 [N] policy logits of every node as a candidate."""
   window_features = jnp.where((window >= 0)[:, None],
                               x.node_emb[jnp.maximum(window, 0)], 0.0)
-  features = jnp.concatenate(
-      [x.node_emb, candidate_metrics(x, in_sequence, frontier),
-       x.choice[:, None].astype(x.node_emb.dtype)], axis=-1)
-  return policy.apply(params, window_features, features)
+  parts = [x.node_emb, candidate_metrics(x, in_sequence, frontier)]
+  if choice_feature:
+    parts.append(x.choice[:, None].astype(x.node_emb.dtype))
+  return policy.apply(params, window_features,
+                      jnp.concatenate(parts, axis=-1))
 
 
 def init_hygrl_policy(policy: HyGRLPolicy, rng, embed_dim: int,
-                      window: int):
+                      window: int, choice_feature: bool = True):
+  width = embed_dim + len(METRICS) + int(choice_feature)
   return policy.init(rng, jnp.zeros((window, embed_dim)),
-                     jnp.zeros((2, embed_dim + len(METRICS) + 1)))
+                     jnp.zeros((2, width)))
 
 
 def search(x: HyGRLInputs, cfg: HyGRLConfig, *, policy=None, params=None,
@@ -150,12 +172,13 @@ def search(x: HyGRLInputs, cfg: HyGRLConfig, *, policy=None, params=None,
   fused heuristic (``theta`` given). No gradient flows through it."""
   if params is not None:
     params = jax.lax.stop_gradient(params)
-    scorer = lambda w, s, f: policy_logits(policy, params, x, w, s, f)
+    scorer = lambda w, s, f: policy_logits(policy, params, x, w, s, f,
+                                           cfg.policy_choice)
     config = cfg.beam
   else:
     def scorer(w, s, f):
       del w
-      prob = heuristic_prob(theta, x, s, f)
+      prob = heuristic_prob(theta, x, s, f, cfg.heuristic_choice)
       return jnp.log(prob) - jnp.log1p(-prob)
     config = dataclasses.replace(cfg.beam, tau=cfg.heuristic_tau)
   return beam.beam_search(scorer, x.adj, x.node_mask, x.seeds, config,
@@ -167,10 +190,11 @@ def _sufficient(x: HyGRLInputs, final, cfg: HyGRLConfig):
                          cfg.beam.max_nodes + 1).astype(jnp.float32)
 
 
-def _trace_logits(policy, params, x, trace):
+def _trace_logits(policy, params, x, trace, cfg: HyGRLConfig):
   """Differentiable policy logits at every recorded state [D, N]."""
-  return jax.vmap(lambda w, s, f: policy_logits(policy, params, x, w, s, f))(
-      trace.window, trace.in_sequence, trace.frontier)
+  return jax.vmap(lambda w, s, f: policy_logits(
+      policy, params, x, w, s, f, cfg.policy_choice))(
+          trace.window, trace.in_sequence, trace.frontier)
 
 
 def imitation_loss(params, policy, x: HyGRLInputs, theta, cfg: HyGRLConfig):
@@ -178,8 +202,9 @@ def imitation_loss(params, policy, x: HyGRLInputs, theta, cfg: HyGRLConfig):
   greedy search states; returns (loss, metrics)."""
   def one(x):
     final, trace = search(x, cfg, theta=theta)
-    logits = _trace_logits(policy, params, x, trace)
-    s = jax.vmap(lambda st, f: heuristic_prob(theta, x, st, f))(
+    logits = _trace_logits(policy, params, x, trace, cfg)
+    s = jax.vmap(lambda st, f: heuristic_prob(theta, x, st, f,
+                                              cfg.heuristic_choice))(
         trace.in_sequence, trace.frontier)
     confident = (s >= cfg.label_high) | (s <= cfg.label_low)
     mask = trace.frontier & confident & trace.active[:, None] & x.usable
@@ -219,8 +244,9 @@ def _pairs(rng, trace, x: HyGRLInputs, theta, cfg: HyGRLConfig,
                                  shape=(d_steps, p))
   second = jax.random.categorical(keys[1], logits[:, None, :], axis=-1,
                                   shape=(d_steps, p))
-  fused = jax.vmap(lambda st, f: heuristic_prob(theta, x, st, f))(
-      trace.in_sequence, trace.frontier)                     # [D, N]
+  fused = jax.vmap(lambda st, f: heuristic_prob(
+      theta, x, st, f, cfg.heuristic_choice))(
+          trace.in_sequence, trace.frontier)                 # [D, N]
   pref = mentor(x, first, second, jnp.take_along_axis(fused, first, axis=1),
                 jnp.take_along_axis(fused, second, axis=1))
   ok = (trace.active & jnp.any(trace.frontier, axis=1))[:, None] & (
@@ -261,7 +287,7 @@ def rl_loss(params, policy, x: HyGRLInputs, theta, rng, cfg: HyGRLConfig,
     r_s = ext.get("reward_sample", _sufficient(x, final_s, cfg))
     r_g = ext.get("reward_greedy", _sufficient(x, final_g, cfg))
     pref = ext.get("pref", pref)
-    logits = _trace_logits(policy, params, x, trace_s)       # [D, N]
+    logits = _trace_logits(policy, params, x, trace_s, cfg)  # [D, N]
     step_lp = jax.vmap(losses.plackett_luce_log_prob)(
         logits, trace_s.passing, trace_s.chosen)
     log_prob = jnp.sum(jnp.where(trace_s.active, step_lp, 0.0))
@@ -339,8 +365,8 @@ def make_hygrl_step(policy: HyGRLPolicy, optimizer, cfg: HyGRLConfig,
 def calibration_batch(batch, concept_emb, cfg: HyGRLConfig):
   """Metrics and labels of the first-step candidates (neighbors of the
   question concepts) of a batch: label = on a shortest path from a question
-  concept to the gold answer. Returns ``(metrics [B, N, 4], labels [B, N],
-  mask [B, N])``."""
+  concept to the gold answer. Returns ``(metrics [B, N, M], labels [B, N],
+  mask [B, N])``, M per :func:`fusion_metrics`."""
   x = hygrl_inputs(batch, concept_emb, cfg)
 
   def one(x, s, r, em):
@@ -349,8 +375,8 @@ def calibration_batch(batch, concept_emb, cfg: HyGRLConfig):
     total = dq + x.gold_distance
     shortest = jnp.min(jnp.where(x.node_mask, total, teacher.UNREACHABLE))
     label = (total == shortest) & (shortest < teacher.UNREACHABLE)
-    return (candidate_metrics(x, x.seeds, frontier), label,
-            frontier & x.usable)
+    return (candidate_metrics(x, x.seeds, frontier, cfg.heuristic_choice),
+            label, frontier & x.usable)
 
   return jax.vmap(one)(x, batch.graphs.senders, batch.graphs.receivers,
                        batch.edge_mask)

@@ -166,20 +166,24 @@ def _unit(x):
   return x / norm if norm > 0 else np.zeros_like(x)
 
 
-def candidate_metrics(q: Question, prep: Prepared, sequence, frontier):
+def candidate_metrics(q: Question, prep: Prepared, sequence, frontier,
+                      with_choice: bool = False):
   """float64 [F, 4] for the frontier nodes (in ``frontier`` order):
   normalized PPR, path-aware Adamic-Adar and Jaccard (best link from an
-  adjacent sequence node), cosine to unit(query + mean sequence emb)."""
+  adjacent sequence node), cosine to unit(query + mean sequence emb); with
+  ``with_choice`` a fifth column, 1 where the node grounds a choice."""
   emb = q.node_emb.astype(np.float64)
   mean = emb[sequence].mean(0) if sequence else np.zeros(emb.shape[1])
   context = _unit(q.query.astype(np.float64) + mean)
-  raw = np.zeros((len(frontier), 4))
+  raw = np.zeros((len(frontier), 5 if with_choice else 4))
   for i, v in enumerate(frontier):
     links = [u for u in sequence if v in prep.neighbors[u]]
     raw[i, 0] = prep.ppr[v]
     raw[i, 1] = max(adamic_adar(prep.real_neighbors, u, v) for u in links)
     raw[i, 2] = max(jaccard(prep.real_neighbors, u, v) for u in links)
     raw[i, 3] = float(_unit(emb[v]) @ context)
+    if with_choice:
+      raw[i, 4] = float(q.choice[v])
   raw = np.maximum(raw, 0.0)
   top = raw.max(0)
   return np.where(top > 0, raw / np.where(top > 0, top, 1.0), 0.0)
@@ -215,17 +219,20 @@ def policy_logits(p, window_features, candidate_features):
   return (h @ p["out"]["kernel"] + p["out"]["bias"])[:, 0]
 
 
-def policy_scores(p, q: Question, window, frontier, metrics):
+def policy_scores(p, q: Question, window, frontier, metrics,
+                  choice_feature: bool = True):
   """``(σ(logit), logit)`` in float32 for the frontier candidates; ``p``
-  from :func:`float64_params`."""
+  from :func:`float64_params`; ``metrics`` the four of
+  :func:`candidate_metrics`."""
   d = q.node_emb.shape[1]
   window_features = np.zeros((len(window), d))
   for i, u in enumerate(window):
     if u >= 0:
       window_features[i] = q.node_emb[u]
-  features = np.concatenate(
-      [q.node_emb[frontier].astype(np.float64), metrics,
-       q.choice[frontier, None].astype(np.float64)], axis=1)
+  parts = [q.node_emb[frontier].astype(np.float64), metrics]
+  if choice_feature:
+    parts.append(q.choice[frontier, None].astype(np.float64))
+  features = np.concatenate(parts, axis=1)
   logits = policy_logits(p, window_features, features).astype(F32)
   with np.errstate(over="ignore"):
     return (F32(1.0) / (F32(1.0) + np.exp(-logits))).astype(F32), logits
@@ -259,8 +266,8 @@ def greedy_search(q: Question, cfg, *, params=None, theta=None,
     params: the ``HyGRLPolicy`` params (NumPy or JAX arrays, or already
       converted by :func:`float64_params`, to convert once for many
       questions); else
-    theta: float [4] fusion weights (the heuristic scorer, with
-      ``cfg.heuristic_tau`` as tau).
+    theta: float [M] fusion weights (the heuristic scorer, with
+      ``cfg.heuristic_tau`` as tau; M = 5 with ``cfg.heuristic_choice``).
     prep: :func:`prepare`'s output, computed here if None.
 
   Returns:
@@ -287,10 +294,13 @@ def greedy_search(q: Question, cfg, *, params=None, theta=None,
                        if v not in visited and q.node_mask[v]})
     chosen = []
     if frontier:
-      metrics = candidate_metrics(q, prep, sequence, frontier)
       if params is not None:
-        prob, key = policy_scores(p, q, window, frontier, metrics)
+        metrics = candidate_metrics(q, prep, sequence, frontier)
+        prob, key = policy_scores(p, q, window, frontier, metrics,
+                                  cfg.policy_choice)
       else:
+        metrics = candidate_metrics(q, prep, sequence, frontier,
+                                    cfg.heuristic_choice)
         prob = heuristic_prob(theta, metrics)
         key = _rank_key(prob)
       passing = [i for i in range(len(frontier)) if prob[i] >= tau]

@@ -40,7 +40,7 @@ def test_proposal_matches_the_update(retrieval_runs, demo_workspace):
       config, demo_workspace.concept_emb.shape[1])
   cfg = common.hygrl_config(config)
   batch = demo_workspace.splits["train"].dataset.batch_for_step(0, 0, 4)
-  theta = np.zeros(len(hygrl.METRICS), np.float32)
+  theta = np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)
   proposal = jax.device_get(hygrl.make_rl_proposal(policy, cfg)(
       state, batch, demo_workspace.concept_emb, theta))
   x = hygrl.hygrl_inputs(batch, demo_workspace.concept_emb, cfg)
@@ -100,7 +100,7 @@ def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
   batch = data.dataset.batch_for_step(0, 0, 4)
   proposal = jax.device_get(hygrl.make_rl_proposal(policy, cfg)(
       state, batch, demo_workspace.concept_emb,
-      np.zeros(len(hygrl.METRICS), np.float32)))
+      np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)))
   with StubGemini(lambda req: "{broken") as stub:
     backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
     usage = llm.UsageReport()

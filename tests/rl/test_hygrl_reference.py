@@ -74,7 +74,8 @@ def demo(tmp_path_factory):
 
 def _init_params(policy, cfg, dim, seed):
   return jax.device_get(hygrl.init_hygrl_policy(
-      policy, jax.random.PRNGKey(seed), dim, cfg.beam.window))
+      policy, jax.random.PRNGKey(seed), dim, cfg.beam.window,
+      cfg.policy_choice))
 
 
 def _sequence(position):
@@ -96,7 +97,8 @@ def _check_against_reference(run, policy, cfg, batch, concept_emb, seeds):
   lengths = []
   for seed in seeds:
     params = _init_params(policy, cfg, concept_emb.shape[1], seed)
-    theta = np.random.default_rng(seed).normal(size=4).astype(np.float32)
+    theta = np.random.default_rng(seed).normal(
+        size=len(hygrl.fusion_metrics(cfg))).astype(np.float32)
     out = jax.device_get(run(params, theta, batch, concept_emb,
                              jax.random.PRNGKey(0)))
     for row, q, prep in zip(rows, questions, preps):
@@ -163,11 +165,15 @@ def _random_batch(seed, b=8, n=20, e=48, c=3, d=8):
   return batch, emb
 
 
-def test_random_graph_greedy_search_matches_reference():
+@pytest.mark.parametrize("policy_choice,heuristic_choice",
+                         [(True, False), (False, True)])
+def test_random_graph_greedy_search_matches_reference(policy_choice,
+                                                      heuristic_choice):
   cfg = hygrl.HyGRLConfig(
       beam=beam.BeamConfig(beam_width=3, tau=0.45, max_depth=4,
                            max_nodes=7, window=2),
-      heuristic_tau=0.35, ppr_iters=60, restart_prob=0.2)
+      heuristic_tau=0.35, ppr_iters=60, restart_prob=0.2,
+      policy_choice=policy_choice, heuristic_choice=heuristic_choice)
   policy = HyGRLPolicy(hidden_sizes=(32, 16))
   batch, emb = _random_batch(0, b=16)
   lengths = _check_against_reference(_program(policy, cfg), policy, cfg,
@@ -178,7 +184,7 @@ def test_random_graph_greedy_search_matches_reference():
 def test_update_compiles_once_per_stage(demo):
   config, ws, cfg, _, _ = demo
   data = ws.splits["train"].dataset
-  theta = np.zeros(4, np.float32)
+  theta = np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)
   policy, optimizer, state = train_hygrl.create_state(
       config, ws.concept_emb.shape[1])
   bucket, members = next(iter(data.members.items()))
@@ -200,7 +206,8 @@ def test_sampled_and_greedy_share_the_code_path(demo):
   _, ws, cfg, policy, run = demo
   batch = _demo_batch(ws)
   params = _init_params(policy, cfg, ws.concept_emb.shape[1], 5)
-  args = (params, np.zeros(4, np.float32), batch, ws.concept_emb)
+  args = (params, np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32), batch,
+          ws.concept_emb)
   out = jax.device_get(run(*args, jax.random.PRNGKey(0)))
   (position, _), _, (greedy, g_trace), _ = out
   np.testing.assert_array_equal(greedy.position, position)
@@ -229,7 +236,7 @@ def test_sampled_and_greedy_share_the_code_path(demo):
         if front:
           metrics = ref.candidate_metrics(q, prep, seq, front)
           want, _ = ref.policy_scores(p64, q, trace.window[row, d], front,
-                                      metrics)
+                                      metrics, cfg.policy_choice)
           np.testing.assert_allclose(trace.prob[row, d, front], want,
                                      rtol=1e-5, atol=1e-6)
   assert len(seen) > 1  # different keys sample different sequences

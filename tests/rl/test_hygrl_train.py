@@ -41,7 +41,8 @@ def test_hygrl_resume_after_stop_equals_uninterrupted(tmp_path):
   b, rec_b, step_b = _final(tmp_path / "stopped", template)
   assert step_a == step_b == total
   assert rec_a["stage"] == "rl" and rec_a["theta"] == rec_b["theta"]
-  assert len(rec_a["theta"]) == 4
+  # the four heuristics and "grounds a choice" (hygrl.heuristic_choice)
+  assert len(rec_a["theta"]) == 5
   chex.assert_trees_all_equal(a, b)
 
 
@@ -78,7 +79,8 @@ def test_walker_with_heuristic_prior(tmp_path):
   ckpt = Checkpointer(tmp_path / "w" / "checkpoints")
   record = ckpt.record(config.train.num_steps)
   ckpt.close()
-  assert len(record["theta"]) == 4  # calibrated once, kept for resume/eval
+  # calibrated once (the four graph heuristics), kept for resume/eval
+  assert len(record["theta"]) == 4
 
 
 @pytest.mark.slow

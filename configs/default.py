@@ -179,6 +179,17 @@ def get_config() -> ml_collections.ConfigDict:
   # and the evidence, the answerer keeps the input it was trained on.
   config.agents.retrieval_workdir = ""
   config.agents.max_interactions = 8    # explorer steps per question
+  # RACER's cross-task memory, built where labels are allowed: at the end
+  # of the answer stage the agents' loop runs over the training split (its
+  # validation slice left out) and the gold answers add success/failure
+  # counts; evaluations start from that memory (racer_jax/eval/
+  # memory_pass.py). 0 questions: all of them.
+  config.agents.memory_from_train = False
+  config.agents.memory_train_questions = 0
+  # An online-learning study only: evaluated questions' gold answers add
+  # success/failure counts that rerank later questions of the same split.
+  # Breaks the held-out protocol; the report says so in its first line.
+  config.agents.learn_from_eval_labels = False
 
   # HyGRL retrieval (--config.method=hygrl): heuristics, beam, training.
   config.method = "racer"  # or "hygrl"

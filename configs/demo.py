@@ -28,8 +28,12 @@ def get_config():
   config.hygrl.imitation_steps = 60
   config.hygrl.rl_steps = 120
   # The main job (launch/main.py): memory on, a short refiner, the fast
-  # answer model, three evaluation seeds.
+  # answer model, three evaluation seeds; a quarter of the 32 training
+  # questions held out to calibrate the critic, the other 24 build the
+  # agents' memory.
   config.memory.enabled = True
+  config.answer.validation_fraction = 0.25
+  config.agents.memory_from_train = True
   config.refiner.num_steps = 100
   config.answer.model = "frozen_head"
   config.answer.head_epochs = 30.0

@@ -23,6 +23,7 @@ def get_config():
   config.hygrl.rl_steps = 8
   # The demo's main-job settings are opted into per test.
   config.memory.enabled = False
+  config.agents.memory_from_train = False
   config.answer.model = "cross_encoder"
   config.eval.seeds = 1
   return config

@@ -5,7 +5,10 @@ r"""Answers one question with the four agents and shows the reasoning paths.
       --choices "oven,freezer,table,library,car"
 
 ``--workdir`` is an answer run (``--config.stage=answer`` with knowledge).
-Prints the answer, its confidence, the critic's verdict per round and the
+The shared memory starts from what training left (the answer run's memory
+pass over the training split, when it made one); the critic judges with the
+thresholds fitted on the run's validation slice (fitted here first if this
+setup, e.g. an ``--ensemble``, has none stored yet). Prints the answer, its confidence, the critic's verdict per round and the
 reasoning paths (chains and the sentences shown to the answerer);
 ``--format=json`` prints one JSON object instead; ``--plot=out.png`` draws
 the paths (question concepts, paths with relation labels, the choices, the
@@ -23,7 +26,7 @@ import ml_collections  # noqa: E402
 
 from configs import default as default_config  # noqa: E402
 from racer_jax.agents.pipeline import Pipeline  # noqa: E402
-from racer_jax.eval import plots  # noqa: E402
+from racer_jax.eval import calibration, plots  # noqa: E402
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "An answer run.",
                                required=True)
@@ -68,6 +71,11 @@ def main(argv):
   pipeline = Pipeline(_WORKDIR.value, _DATA_DIR.value, agents=agents,
                       api_key=_API_KEY.value, ensemble=_ENSEMBLE.value,
                       log=quiet)
+  if pipeline.critic is None:  # first use of this setup: fit it once
+    print("calibrating the critic on the answer run's validation slice "
+          "(once for this setup) ...", file=sys.stderr)
+    pipeline.use_calibration(calibration.fit_critic(
+        pipeline.stack, progress=False, log=quiet))
   result = pipeline.answer(_QUESTION.value, _CHOICES.value, seed=_SEED.value)
   if _FORMAT.value == "json":
     print(json.dumps({**result.to_dict(), "critic": pipeline.critic_source,

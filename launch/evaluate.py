@@ -15,7 +15,12 @@ refiner run (``train.stage=refiner``) ``gold_in_topk_refiner``,
 ``hit_rate_memory_off``, ... and, with ``--top_ks``, a sweep over k'; for
 an answer run (``stage=answer``) the four-agent pipeline: ``accuracy``,
 ``accuracy_answer_head_only``, ``llm_calls_per_question``,
-``tokens_per_question``, ``triples_verified_fraction``, the ablations, ...;
+``tokens_per_question``, ``triples_verified_fraction``, the ablations,
+``critic_calibration`` (where the critic's thresholds were fitted:
+``validation``, the answer run's held-out training questions, or with
+``--legacy_critic_calibration`` ``twofold_eval_split``), ``memory_source``
+and ``memory_eval_label_updates`` (0 unless ``--learn_from_eval_labels``),
+...;
 with ``--ensemble=DIR,...`` the AnswerAgent averages several answer runs
 shown the same triples and paths (each with its own extra text); with
 ``--answer_only`` the answer model alone from its newest checkpoint (with
@@ -93,6 +98,16 @@ _ABLATION_SEEDS = flags.DEFINE_integer(
 _RESUME = flags.DEFINE_bool(
     "resume", False, "Answer runs: continue a stopped evaluation in the "
     "same run folder without redoing finished questions.")
+_LEGACY_CRITIC = flags.DEFINE_bool(
+    "legacy_critic_calibration", False, "Answer runs trained before "
+    "validation slices: fit the critic two-fold on the evaluated split's "
+    "own labels (the old protocol; the report's first line says so).")
+_LEARN_FROM_EVAL_LABELS = flags.DEFINE_bool(
+    "learn_from_eval_labels", False, "Answer runs: an online-learning study "
+    "— the gold answers of evaluated questions add success/failure counts "
+    "to the shared memory that rerank later questions of the split "
+    "(agents.learn_from_eval_labels; not a held-out figure, and the report "
+    "says so in its first line).")
 _EVAL_FILE = flags.DEFINE_string(
     "eval_file", None, "Answer runs: evaluate on this jsonl (the "
     "CommonsenseQA/OpenBookQA format) instead of a split.")
@@ -146,6 +161,10 @@ def main(argv):
   stage = config.train.get("stage", "walker")
   if _ENSEMBLE.value and stage != "answer":
     raise app.UsageError("--ensemble needs an answer run")
+  for flag in (_LEGACY_CRITIC, _LEARN_FROM_EVAL_LABELS):
+    if flag.value and (stage != "answer" or _ANSWER_ONLY.value):
+      raise app.UsageError(f"--{flag.name} applies to the agents' evaluation "
+                           "of an answer run (not --answer_only)")
   if stage == "answer" and _ANSWER_ONLY.value:
     figures = answer_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, ensemble=_ENSEMBLE.value,
@@ -158,6 +177,8 @@ def main(argv):
       agents.backend = _BACKEND.value
     if _RETRIEVAL.value:
       agents.retrieval_workdir = _RETRIEVAL.value
+    if _LEARN_FROM_EVAL_LABELS.value:
+      agents.learn_from_eval_labels = True
     pairs = [p.split("=", 1) for p in _ABLATION_WORKDIRS.value]
     if any(len(p) != 2 for p in pairs):
       raise app.UsageError("--ablation_workdirs takes NAME=DIR pairs")
@@ -169,7 +190,9 @@ def main(argv):
         api_key=_API_KEY.value,
         ablations=_ABLATION_NAMES.value if _ABLATIONS.value else (),
         ablation_workdirs=dict(pairs), ablation_seeds=_ABLATION_SEEDS.value,
-        ensemble=_ENSEMBLE.value, progress=_PROGRESS.value)
+        ensemble=_ENSEMBLE.value,
+        legacy_critic_calibration=_LEGACY_CRITIC.value,
+        progress=_PROGRESS.value)
   elif stage == "refiner":
     figures = refiner_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, step=_STEP.value,
@@ -185,10 +208,13 @@ def main(argv):
                                    step=_STEP.value, split=_SPLIT.value,
                                    memory_beta=_MEMORY_BETA.value,
                                    progress=_PROGRESS.value)
+  for warning in figures.get("protocol_warnings", []):
+    print(f"NOT A HELD-OUT EVALUATION: {warning}")
   width = max(map(len, figures))
   for k, v in figures.items():
     if k in ("sweep", "ablations", "llm", "per_seed", "critic_thresholds",
-             "ablations_skipped"):
+             "ablations_skipped", "protocol_warnings",
+             "critic_calibration_figures"):
       continue
     print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
           f"{k:<{width}}  {v}")

@@ -8,11 +8,20 @@
   minus false-accept rate on wrong ones).
 * :class:`LLMCritic`: a text LLM with a JSON schema; failures fall back to
   the local rule and are counted.
+
+Fitted thresholds are stored with the answer run, one file per setup they
+were fitted for (:func:`stored_calibration`, :func:`write_calibration`,
+``<workdir>/calibration/<key>/critic.json``; the key hashes the setup, the
+file holds it in full and is checked on reading).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -83,6 +92,42 @@ class LocalCritic:
         if j > best[0] + 1e-12:
           best = (j, float(c), float(s))
     return cls(best[1], best[2])
+
+
+CALIBRATION_DIR = "calibration"
+
+
+def calibration_folder(workdir, identity: dict) -> Path:
+  """``<workdir>/calibration/<key>``: the folder of one setup's fit."""
+  key = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()
+                     ).hexdigest()[:12]
+  return Path(workdir) / CALIBRATION_DIR / key
+
+
+def stored_calibration(workdir, identity: dict) -> dict | None:
+  """The record written by :func:`write_calibration` for exactly this
+  setup, or None."""
+  path = calibration_folder(workdir, identity) / "critic.json"
+  if not path.is_file():
+    return None
+  record = json.loads(path.read_text())
+  return record if record.get("identity") == identity else None
+
+
+def write_calibration(workdir, identity: dict, record: dict) -> Path:
+  """Stores ``record`` (with ``thresholds``) for ``identity``, atomically."""
+  path = calibration_folder(workdir, identity) / "critic.json"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + ".tmp")
+  tmp.write_text(json.dumps({**record, "identity": identity}, indent=1))
+  os.replace(tmp, path)
+  return path
+
+
+def critic_of(record: dict) -> LocalCritic:
+  """The local critic of a stored calibration record."""
+  t = record["thresholds"]
+  return LocalCritic(float(t["min_confidence"]), float(t["min_support"]))
 
 
 CRITIC_SYSTEM = (

@@ -183,6 +183,7 @@ class ExplorerGraphAgent:
   It keeps no shared memory."""
 
   use_memory = False
+  memory_source = "none"
 
   def __init__(self, explorer: Explorer, kg, paths_per_choice: int = 2,
                temperature: float = 0.0):
@@ -194,8 +195,9 @@ class ExplorerGraphAgent:
   def reset_memory(self):
     pass
 
-  def record(self, paths, outcome):
-    pass
+  def record(self, paths, outcome) -> int:
+    del paths, outcome  # no memory
+    return 0
 
   def retrieve(self, batch, rng, temperature=None, examples=None):
     from racer_jax.agents.graph_agent import RetrievedPath

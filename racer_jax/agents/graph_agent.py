@@ -140,10 +140,24 @@ class GraphAgent:
         else 1.0
     self.temperature = self._cfg.temperature
     self._initial_memory = self.memory
+    # what filled the memory a pass starts from (see start_from)
+    self.memory_source = "walker_training" if self.use_memory else "none"
 
   def reset_memory(self):
-    """Back to the memory the walker run left (between evaluations)."""
+    """Back to the memory a pass starts from: the walker run's, or the one
+    given to :meth:`start_from` (between evaluations)."""
     self.memory = self._initial_memory
+
+  def start_from(self, memory: edge_memory.EdgeMemory, source: str):
+    """Every later pass starts from ``memory`` (e.g. the answer run's
+    memory pass over the training split, ``source="train_split_loop"``)."""
+    if not self.use_memory:
+      raise ValueError("this GraphAgent has no shared memory to start from")
+    if memory.num_edges != self.ws.kg.num_edges:
+      raise ValueError(f"a memory of {memory.num_edges} edges for a graph "
+                       f"of {self.ws.kg.num_edges}")
+    self._initial_memory = self.memory = memory
+    self.memory_source = source
 
   def _quality(self):
     if not self.use_memory:
@@ -172,14 +186,16 @@ class GraphAgent:
             for b in range(batch.example_mask.shape[0])]
     return out, rows
 
-  def record(self, paths: list[RetrievedPath], outcome: int):
+  def record(self, paths: list[RetrievedPath], outcome: int) -> int:
     """Adds ``paths`` to the memory with one outcome (SUCCESS, FAILURE or
-    REJECTION of :mod:`racer_jax.memory.edge_memory`)."""
+    REJECTION of :mod:`racer_jax.memory.edge_memory`); returns the number
+    of edge counts added (0 without a memory)."""
     if not self.use_memory or not paths:
-      return
+      return 0
     width = max(len(p.triples) for p in paths)
     ids = np.full((len(paths), width), -1, np.int32)
     for i, p in enumerate(paths):
       ids[i, :len(p.triples)] = p.edge_ids
     self.memory = edge_memory.update(
         self.memory, ids, np.full(len(paths), outcome, np.int32))
+    return int((ids >= 0).sum())

@@ -78,6 +78,7 @@ def paths_in_selection(kg, batch, row: int, selected, keep: int,
 
 class HyGRLGraphAgent:
   use_memory = False
+  memory_source = "none"
 
   def __init__(self, hygrl_workdir, ws, rconfig, paths_per_choice: int = 2,
                log=print):
@@ -108,8 +109,9 @@ class HyGRLGraphAgent:
   def reset_memory(self):
     pass
 
-  def record(self, paths, outcome):
-    pass
+  def record(self, paths, outcome) -> int:
+    del paths, outcome  # no memory
+    return 0
 
   def retrieve(self, batch, rng, temperature=None, examples=None):
     del rng, temperature, examples  # the greedy beam is deterministic

@@ -8,8 +8,14 @@ GraphAgent back: the rejected paths (those shown for the proposed choice)
 get rejection counts in the shared memory and the next round samples at a
 higher temperature. A question without any ACCEPT gets, among the choices
 proposed in its rounds, the one with the highest first-round probability.
-When the gold answer is known, the paths behind the final answer add
-success or failure counts to the memory.
+
+Only label-free feedback changes the memory by default: the critic's UNSURE
+needs no gold answer. With ``learn_from_labels`` (the memory-building pass
+over *training* questions, or an explicitly named online-learning study on
+evaluated ones) the paths behind each final answer add success or failure
+counts from the gold answer; every result records how many edge counts its
+label added (``memory_label_updates``), so an evaluation can prove it added
+none.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class QuestionResult:
   # per choice, the concept names it was grounded to (set by evaluations,
   # for answer-concept recall and evidence hit)
   choice_concepts: list[list[str]] | None = None
+  # edge counts (success or failure) its gold answer added to the memory
+  memory_label_updates: int = 0
 
   @property
   def correct(self) -> bool | None:
@@ -157,6 +165,7 @@ class QuestionResult:
                                         self.choice_evidence
                                         for t in p.triples],
             "seconds": self.seconds, **self.llm_usage(),
+            "memory_label_updates": self.memory_label_updates,
             "choice_concepts": self.choice_concepts, "rounds": rounds}
 
 
@@ -173,7 +182,10 @@ class Collaboration:
   max_turns: int = 3
   temperature_step: float = 0.5
   max_sentences: int = 6
-  learn_from_gold: bool = True
+  # record SUCCESS / FAILURE from gold answers: training questions only
+  # (the memory pass) or an explicit online-learning study — never by
+  # default, since evaluated labels would shape later answers
+  learn_from_labels: bool = False
   # dataset index -> per choice, extra knowledge shown before the paths
   # (the open book's facts); None: paths only
   extra_knowledge: Callable[[int], list[str]] | None = None
@@ -250,9 +262,10 @@ class Collaboration:
       result = QuestionResult(index[b], ex.id, ex.stem, list(ex.choices),
                               ex.answer_index, choice, conf, b in decided,
                               turn, rounds)
-      if self.learn_from_gold and ex.answer_index is not None:
-        self.graph.record(result.evidence, edge_memory.SUCCESS
-                          if result.correct else edge_memory.FAILURE)
+      if self.learn_from_labels and ex.answer_index is not None:
+        result.memory_label_updates = self.graph.record(
+            result.evidence, edge_memory.SUCCESS if result.correct
+            else edge_memory.FAILURE)
       results.append(result)
     seconds = (time.perf_counter() - start) / max(len(rows), 1)
     for r in results:

@@ -28,7 +28,7 @@ _INT_AT_LEAST = {
     "answer.max_sentences": 0, "answer.max_length": 8,
     "answer.batch_size": 1, "answer.choice_triples": 0,
     "answer.similar_questions": 0, "answer.validation_seed": 0,
-    "agents.max_turns": 1,
+    "agents.max_turns": 1, "agents.memory_train_questions": 0,
     "openbook.facts_per_choice": 0,
 }
 _FLOAT_RANGE = {

@@ -281,6 +281,28 @@ def accuracy(probs: np.ndarray, gold: np.ndarray) -> float:
 def train(config, data_dir, workdir, *, progress: bool = True,
           log: Callable[[str], None] = print,
           stop_after: int | None = None) -> dict:
+  """Trains (or resumes) the answer model; once every update is done, the
+  optional memory pass over the training split and the critic's
+  calibration on the validation slice follow
+  (:func:`racer_jax.eval.calibration.calibrate_after_training`; both reused
+  when already done). Returns the last logged metrics plus
+  ``critic_thresholds`` when the critic was calibrated."""
+  last, finished = _train_model(config, data_dir, workdir,
+                                progress=progress, log=log,
+                                stop_after=stop_after)
+  if not finished:
+    return last
+  from racer_jax.eval import calibration  # the evaluation sits above
+  record = calibration.calibrate_after_training(
+      config, data_dir, workdir, progress=progress, log=log)
+  if record is not None:
+    last = {**last, "critic_calibration": record["critic_calibration"],
+            "critic_thresholds": record["thresholds"]}
+  return last
+
+
+def _train_model(config, data_dir, workdir, *, progress, log, stop_after):
+  """``(last logged metrics, every update done)``."""
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   common.save_run_config(config, workdir, "answer")
@@ -361,7 +383,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       desc="train answer")
   writer.close()
   ckpt.close()
-  return last
+  return last, end == total
 
 
 def write_predictions(path: Path, data: AnswerData, probs: np.ndarray):

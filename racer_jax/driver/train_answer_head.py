@@ -62,7 +62,8 @@ def create_state(config, dim: int, num_steps: int):
 
 def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
           log: Callable[[str], None] = print,
-          stop_after: int | None = None) -> dict:
+          stop_after: int | None = None) -> tuple[dict, bool]:
+  """``(last logged metrics, every update done)``."""
   from racer_jax.text.minilm import MiniLMEncoder
   workdir = Path(workdir)
   a, t = config.answer, config.train
@@ -153,7 +154,7 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
       desc="train answer head")
   writer.close()
   ckpt.close()
-  return last
+  return last, end == total
 
 
 def head_probs(model, params, encoder, requests, num_choices) -> np.ndarray:

@@ -5,13 +5,25 @@ The answer run (``--config.stage=answer``) names its retrieval stack
 (``answer.knowledge_workdir``: a refiner run, which names its walker). On a
 split (or any jsonl in the same format, ``eval_file``) and for each seed:
 
-1. the pipeline without the critic (one round): the *no critic* row, and
-   the critic's calibration data — thresholds fitted two-fold (questions
-   with an even index are judged by thresholds fitted on the odd ones and
-   vice versa, so no verdict uses its own label);
-2. the full loop (critic, re-exploration, memory updates);
+1. the pipeline without the critic (one round): the *no critic* row;
+2. the full loop (critic, re-exploration, rejection counts in the memory);
 3. with ``ablations``: the same loop with one part changed (see
    :data:`ABLATIONS`).
+
+The protocol keeps every label of the evaluated split out of every answer
+(``../shared/DESIGN.md``, evaluation protocol): the critic's thresholds
+come from the answer run's validation slice of the *training* split
+(:mod:`racer_jax.eval.calibration`; fitted once and stored with the run),
+and the shared memory starts from what training left (the walker run's
+counts, or the answer run's memory pass over the training split) and
+changes during evaluation only by the critic's label-free UNSURE. Two
+switches break the protocol on purpose, and the report's first line says
+so: ``agents.learn_from_eval_labels`` (an online-learning study: the gold
+answers of scored questions add success/failure counts that rerank later
+ones) and ``legacy_critic_calibration`` (runs trained before validation
+slices: thresholds fitted two-fold on the evaluated split). The figures
+carry ``critic_calibration``, ``memory_source`` and
+``memory_eval_label_updates`` (0 under the protocol).
 
 Every pass is resumable (:mod:`racer_jax.eval.passes`). The run folder
 ``<workdir>/eval/<name>/`` holds one JSONL per pass and seed
@@ -28,20 +40,15 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import ml_collections
 import numpy as np
 
-from racer_jax.agents import extra_knowledge, llm
 from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer
-from racer_jax.agents.answer import LLMAnswerer, LocalAnswerer
-from racer_jax.agents.critic import LLMCritic, LocalCritic
+from racer_jax.agents.answer import LocalAnswerer
+from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.loop import Collaboration, FoldCritic
-from racer_jax.agents.pipeline import build_graph_agent, retrieval_of
-from racer_jax.driver import common
-from racer_jax.driver.inputs import load_workspace, make_encoder
+from racer_jax.agents.stack import AgentStack
+from racer_jax.eval import calibration, paired, passes, report
 from racer_jax.eval import metrics as metrics_lib
-from racer_jax.eval import paired, passes, report
 
 # name -> what changes.
 ABLATIONS = {
@@ -67,38 +74,6 @@ HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
             "tokens_per_question", "latency_p50_s", "latency_p95_s")
 
 
-def eval_workspace(rconfig, data_dir, refiner_dir, split, eval_file, *,
-                   progress, log):
-  """``(workspace, split key)``; an ``eval_file`` becomes a jsonl split of
-  the refiner run's prepared store."""
-  if eval_file:
-    eval_file = Path(eval_file).resolve()
-    if not eval_file.is_file():
-      raise FileNotFoundError(f"--eval_file {eval_file} not found")
-    key = "file_" + eval_file.stem
-    rconfig = rconfig.copy_and_resolve_references()
-    with rconfig.unlocked():
-      files = dict(rconfig.data.get("files", {}))
-      if rconfig.data.dataset != "jsonl":
-        files = {s: str(common_split(rconfig, s, data_dir))
-                 for s in rconfig.data.splits}
-      files[key] = str(eval_file)
-      rconfig.data.dataset = "jsonl"
-      rconfig.data.files = files
-  else:
-    key = split
-  ws = load_workspace(rconfig, data_dir,
-                      common.prep_dir_of(rconfig, refiner_dir), [key],
-                      progress=progress, log=log)
-  return ws, key
-
-
-def common_split(rconfig, split, data_dir):
-  from racer_jax.data import datasets
-  return datasets.split_path(rconfig, split,
-                             datasets.resolve_data_dir(data_dir))
-
-
 def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
   """``{question id: right}`` of the answer model shown no knowledge, over
   the labeled questions."""
@@ -116,19 +91,23 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
              resume: bool = False, baseline_workdir=None, agents=None,
              api_key=None, ablations=(), ablation_workdirs=None,
              ablation_seeds: int | None = None, ensemble=(),
+             legacy_critic_calibration: bool = False,
              progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``agents``: a config with ``backend``
   (``local`` | ``gemini``), ``model``, ``max_turns``, ... (default:
   ``config.agents``); ``ablations``: names from :data:`ABLATIONS`
-  (``no_critic`` is always run: it calibrates the critic), run for the
-  first ``ablation_seeds`` seeds (default: all); each ablation's delta is
-  to the full system over the same seeds. ``ensemble``: more answer runs
-  shown this run's triples and paths (their extra text may differ: each
-  is shown its own); the AnswerAgent averages their choice probabilities
-  with this run's (:class:`EnsembleAnswerer`). ``baseline_workdir``: an
-  answer run trained without knowledge, or several (their ensemble), for
-  ``accuracy_answer_head_only`` (default: this answerer shown nothing)."""
+  (``no_critic`` is always run), run for the first ``ablation_seeds``
+  seeds (default: all); each ablation's delta is to the full system over
+  the same seeds. ``ensemble``: more answer runs shown this run's triples
+  and paths (their extra text may differ: each is shown its own); the
+  AnswerAgent averages their choice probabilities with this run's
+  (:class:`EnsembleAnswerer`) and the critic is calibrated on the
+  ensemble's own validation answers. ``baseline_workdir``: an answer run
+  trained without knowledge, or several (their ensemble), for
+  ``accuracy_answer_head_only`` (default: this answerer shown nothing).
+  ``legacy_critic_calibration``: the old two-fold fit on the evaluated
+  split, for runs without a validation slice (said in the report)."""
   started = time.perf_counter()
   workdir = Path(workdir)
   agents = agents or config.agents
@@ -137,27 +116,27 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   if unknown:
     raise ValueError(f"unknown ablations {sorted(unknown)}; expected "
                      f"{sorted(ABLATIONS)}")
-  refiner_dir, paths_shown = retrieval_of(config, agents, workdir)
-  rconfig = ml_collections.ConfigDict(json.loads(
-      (Path(refiner_dir) / "config.json").read_text()))
   split = split or config.eval.split
-  ws, key = eval_workspace(rconfig, data_dir, refiner_dir, split, eval_file,
-                           progress=progress, log=log)
+  stack = AgentStack(config, data_dir, workdir, agents=agents,
+                     ensemble=ensemble, api_key=api_key, split=split,
+                     eval_file=eval_file, progress=progress, log=log)
+  key, ws, local = stack.split_key, stack.ws, stack.local
   data = ws.splits[key]
-  local = LocalAnswerer(workdir, log=log)
-  name = key
-  if ensemble:  # its own folder: a resumed pass never mixes answerers
-    local = EnsembleAnswerer([local] + [LocalAnswerer(w, log=log)
-                                        for w in ensemble])
-    name = f"{key}.ensemble"
+  learn_labels = bool(agents.get("learn_from_eval_labels", False))
+  name = key + (".ensemble" if ensemble else "")
+  # a study that breaks the protocol gets folders of its own: a resumed
+  # pass never mixes protocols
+  name += ".legacy_critic" if legacy_critic_calibration else ""
+  name += ".online_labels" if learn_labels else ""
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
   if ensemble:
     _check_members(out_dir / "members.json", local, resume)
-  backend = llm.make_backend(agents, api_key,
-                             cache_path=workdir / "llm_cache.sqlite")
-  keep = config.answer.paths_per_choice
-  usage = llm.UsageReport()
+  if legacy_critic_calibration:
+    calibrated = None
+  else:
+    calibrated = calibration.fit_critic(stack, progress=progress, log=log)
+    _check_not_scored(stack, data, key)
 
   def concepts_of(result):
     sg = data.subgraphs[result.index]
@@ -165,35 +144,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
         [ws.kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
         for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
 
-  # Per view of the answerer (one, or one per extra-text setup of an
-  # ensemble's members): the text shown before the triples, or None.
-  extras = extra_knowledge.callables([
-      e.texts(data.examples, data.subgraphs) for e in extra_knowledge.per_view(
-          local, config, data_dir, workdir, ws, make_encoder(rconfig), log)])
-  own = None
-  if config.answer.get("choice_triples", 0) > 0:
-    from racer_jax.agents import choice_triples
-    own = choice_triples.ChoiceTriples(
-        ws.kg, ws.concept_emb, make_encoder(rconfig)).split(
-            data.examples, data.subgraphs, config.answer.choice_triples)
-    own = own.__getitem__
-
-  def collaboration(graph, critic, max_turns):
-    answerer = local if backend is None else LLMAnswerer(backend, local,
-                                                         usage)
-    if backend is not None and max_turns > 1:
-      critic = LLMCritic(backend, critic, usage)
-    return Collaboration(graph, answerer, critic, max_turns=max_turns,
-                         temperature_step=agents.temperature_step,
-                         max_sentences=config.answer.max_sentences,
-                         extra_knowledge=extras[0],
-                         extra_views=extras if len(extras) > 1 else None,
-                         choice_triples=own,
-                         paths_to_answerer=paths_shown)
-
   def run(graph, critic, max_turns, pass_name, seed_index):
     result = passes.run_pass(
-        collaboration(graph, critic, max_turns), data,
+        stack.collaboration(data, critic, max_turns, graph=graph,
+                            learn_from_labels=learn_labels), data,
         batch_size=config.eval.batch_size,
         seed=config.seed + 1000 * seed_index,
         path=out_dir / f"{pass_name}.seed{seed_index}.jsonl", resume=resume,
@@ -204,8 +158,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     return result.records
 
   resumed_total, torn_total = [0], [0]
-  graph = build_graph_agent(agents, refiner_dir, ws, keep, backend,
-                            encoder=make_encoder(rconfig), log=log)
+  graph = stack.graph
+  refiner_dir, keep = stack.refiner_dir, stack.keep
   variants = {}  # ablation -> a GraphAgent (built lazily, reused per seed)
 
   def variant(name):
@@ -228,10 +182,14 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       g = GraphAgent(ablation_workdirs[name], ws, **kw)
     elif name == "hygrl":
       from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
-      g = HyGRLGraphAgent(ablation_workdirs[name], ws, rconfig, keep,
+      g = HyGRLGraphAgent(ablation_workdirs[name], ws, stack.rconfig, keep,
                           log=log)
     else:
       raise ValueError(name)
+    # the same starting memory as the full system (its own walker's when
+    # the ablation trained one)
+    if name not in ablation_workdirs:
+      g = stack.prepare_graph(g)
     variants[name] = g
     return g
 
@@ -240,7 +198,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   thresholds = []
   for s in range(seeds):
     one_round = run(graph, LocalCritic(0.0, 0.0), 1, "no_critic", s)
-    critic, fitted = calibrate(one_round)
+    if calibrated is None:  # legacy: fitted on this split, two-fold
+      critic, fitted = calibration.legacy_twofold(one_round)
+    else:
+      critic, fitted = critic_of(calibrated), calibrated["thresholds"]
     thresholds.append(fitted)
     per_seed["no_critic"].append(one_round)
     per_seed["full"].append(run(graph, critic, agents.max_turns, "full", s))
@@ -265,50 +226,95 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "backend": agents.backend, "answer_step": local.step,
       "graph_agent": agents.get("graph", "walker"),
       "retrieval_workdir": str(refiner_dir),
-      "paths_shown_to_answerer": paths_shown,
+      "paths_shown_to_answerer": stack.paths_shown,
       "use_openbook": bool(config.get("use_openbook", False)),
       "choice_triples": int(config.answer.get("choice_triples", 0)),
       "similar_questions": int(config.answer.get("similar_questions", 0)),
       "triples_verified_fraction": verified_fraction(full0),
+      **protocol_figures(per_seed, calibrated, graph, learn_labels),
       "critic_thresholds": thresholds[0],
-      "llm": usage.to_dict(),
+      "llm": stack.usage.to_dict(),
       "resumed_batches": resumed_total[0], "torn_lines_redone":
       torn_total[0], "ablations_skipped": skipped,
       "peak_rss_gb": metrics_lib.peak_rss_gb(),
       "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
       "wall_s": time.perf_counter() - started,
   })
-  if ensemble:  # absent: this run alone (what calibrated_critic assumes)
-    figures["answer_members"] = [str(Path(w).resolve())
-                                 for w in local.workdirs]
+  if ensemble:
+    figures["answer_members"] = stack.members
     figures["answer_member_views"] = local.member_view
   if data.examples and data.examples[0].answer_index is not None:
-    baselines = ([] if not baseline_workdir else [baseline_workdir]
-                 if isinstance(baseline_workdir, (str, Path))
-                 else list(baseline_workdir))
-    baseline = local
-    if baselines:
-      members = [LocalAnswerer(w, log=log) for w in baselines]
-      baseline = members[0] if len(members) == 1 else EnsembleAnswerer(
-          members)
-    head_only = head_only_correct(baseline, data.examples)
-    figures["accuracy_answer_head_only"] = float(np.mean(list(
-        head_only.values())))
-    # The knowledge's gain, paired over the same questions (seed 0).
-    full_correct = {r["id"]: bool(r["correct"]) for r in full0
-                    if r.get("correct") is not None}
-    both = set(head_only) & set(full_correct)  # all labeled, normally
-    if both:
-      figures["knowledge_gain"] = paired.paired_comparison(
-          *paired.align({i: head_only[i] for i in both},
-                        {i: full_correct[i] for i in both}), seed=config.seed)
-    figures["answer_head_only_source"] = (
-        ",".join(map(str, baselines)) if baselines else
-        "this model, no knowledge")
+    figures.update(head_only_figures(config, baseline_workdir, local,
+                                     data.examples, full0, log))
   (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
   report.write_report(out_dir, figures, config=config, workdir=workdir,
                       log=log)
   return figures
+
+
+def protocol_figures(per_seed, calibrated, graph, learn_labels) -> dict:
+  """How this evaluation kept (or, on purpose, broke) the protocol."""
+  updates = sum(int(r.get("memory_label_updates", 0))
+                for runs in per_seed.values() for records in runs
+                for r in records)
+  warnings = []
+  if learn_labels:
+    warnings.append(
+        "online-learning study: the shared memory learned from the gold "
+        "answers of the evaluated questions (agents.learn_from_eval_labels"
+        f"=True, {updates} edge counts), so earlier labels shaped later "
+        "answers of this split")
+  if calibrated is None:
+    warnings.append(
+        "the critic's thresholds were fitted two-fold on the evaluated "
+        "split's own labels (--legacy_critic_calibration)")
+  out = {"critic_calibration": (calibration.TWOFOLD if calibrated is None
+                                else calibrated["critic_calibration"]),
+         "memory_source": getattr(graph, "memory_source", "none"),
+         "memory_eval_label_updates": updates,
+         "learn_from_eval_labels": learn_labels,
+         "protocol_warnings": warnings}
+  if calibrated is not None:
+    out["critic_calibration_questions"] = calibrated["figures"]["questions"]
+    out["critic_calibration_figures"] = calibrated["figures"]
+  return out
+
+
+def _check_not_scored(stack, data, key) -> None:
+  """Refuses to score questions of the critic's validation slice."""
+  held = stack.validation_ids()
+  scored = {data.examples[i].id for i in data.dataset.ids}
+  both = held & scored
+  if both:
+    raise ValueError(f"{len(both)} questions of {key!r} (e.g. "
+                     f"{sorted(both)[0]}) are in the validation slice the "
+                     "critic was calibrated on: evaluate another split")
+
+
+def head_only_figures(config, baseline_workdir, local, examples, full0,
+                      log) -> dict:
+  """``accuracy_answer_head_only`` and the paired ``knowledge_gain`` of the
+  full system over it (seed 0)."""
+  baselines = ([] if not baseline_workdir else [baseline_workdir]
+               if isinstance(baseline_workdir, (str, Path))
+               else list(baseline_workdir))
+  baseline = local
+  if baselines:
+    members = [LocalAnswerer(w, log=log) for w in baselines]
+    baseline = members[0] if len(members) == 1 else EnsembleAnswerer(members)
+  head_only = head_only_correct(baseline, examples)
+  out = {"accuracy_answer_head_only": float(np.mean(list(
+      head_only.values())))}
+  full_correct = {r["id"]: bool(r["correct"]) for r in full0
+                  if r.get("correct") is not None}
+  both = set(head_only) & set(full_correct)  # all labeled, normally
+  if both:
+    out["knowledge_gain"] = paired.paired_comparison(
+        *paired.align({i: head_only[i] for i in both},
+                      {i: full_correct[i] for i in both}), seed=config.seed)
+  out["answer_head_only_source"] = (",".join(map(str, baselines)) if baselines
+                                    else "this model, no knowledge")
+  return out
 
 
 def _check_members(path: Path, answerer, resume: bool) -> None:
@@ -322,22 +328,6 @@ def _check_members(path: Path, answerer, resume: bool) -> None:
                        f"ensemble {before}, not {members}; rerun without "
                        "--resume to start over")
   path.write_text(json.dumps(members, indent=1))
-
-
-def calibrate(one_round: list[dict]):
-  """``(FoldCritic, thresholds)`` fitted on a no-critic pass's records."""
-  conf = np.array([r["rounds"][0]["confidence"] for r in one_round])
-  support = np.array([r["rounds"][0]["support"] for r in one_round])
-  correct = np.array([bool(r["correct"]) for r in one_round])
-  odd = np.array([r["index"] % 2 == 1 for r in one_round], bool)
-  on_odd = LocalCritic.calibrate(conf[odd], support[odd], correct[odd])
-  on_even = LocalCritic.calibrate(conf[~odd], support[~odd], correct[~odd])
-  on_all = LocalCritic.calibrate(conf, support, correct)
-  fitted = {"even": [on_odd.min_confidence, on_odd.min_support],
-            "odd": [on_even.min_confidence, on_even.min_support],
-            # for new questions (launch/answer.py): fitted on all
-            "all": [on_all.min_confidence, on_all.min_support]}
-  return FoldCritic(even=on_odd, odd=on_even), fitted
 
 
 def verified_fraction(records: list[dict]) -> float:

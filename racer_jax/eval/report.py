@@ -54,6 +54,24 @@ def example_record(out_dir: Path) -> dict | None:
   return first
 
 
+def _protocol_line(figures: dict) -> str:
+  """Where the critic's thresholds and the memory's counts came from."""
+  source = figures.get("critic_calibration")
+  t = figures.get("critic_thresholds") or {}
+  if source == "validation":
+    critic = (f"fitted on the answer run's validation slice of the training "
+              f"split ({figures.get('critic_calibration_questions')} "
+              f"questions): ACCEPT at p ≥ {t.get('min_confidence', 0):.3f} "
+              f"and path support ≥ {t.get('min_support', 0):.2f}")
+  else:
+    critic = "fitted two-fold on the evaluated split (legacy protocol)"
+  return (f"Protocol: critic thresholds {critic}; shared memory from "
+          f"`{figures.get('memory_source')}`, "
+          f"{figures.get('memory_eval_label_updates', 0)} edge counts added "
+          "from evaluated labels (only the critic's label-free rejections "
+          "change it otherwise).")
+
+
 def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
                  log: Callable[[str], None] = print) -> Path:
   out_dir = Path(out_dir)
@@ -70,13 +88,17 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
     pictures[f"reasoning paths of question {record['id']}"] = (
         plots.reasoning_paths(record, out_dir / "reasoning_paths.png").name)
   s = figures.get("seeds", 1)
-  lines = [f"# Evaluation: {figures.get('name')}", "",
+  warnings = figures.get("protocol_warnings") or []
+  lines = ([f"**Not a held-out evaluation:** {'; '.join(warnings)}.", ""]
+           if warnings else [])
+  lines += [f"# Evaluation: {figures.get('name')}", "",
            f"Answer run `{workdir}` (step {figures.get('answer_step')}), "
            f"backend `{figures.get('backend')}`, GraphAgent "
            f"`{figures.get('graph_agent')}`; {figures.get('questions')} "
            f"questions ({figures.get('labeled')} labeled), {s} seed(s): "
            "every number is the mean ± std over seeds, recomputed from the "
            "per-question JSONL files in this folder.", "",
+           _protocol_line(figures), "",
            "## Headline", "", "| metric | value |", "|---|---|"]
   for key in ("accuracy", "path_hit_rate", "evidence_hit",
               "answer_concept_recall", "exact_match", "f1", "rouge_l",

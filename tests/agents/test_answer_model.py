@@ -93,8 +93,15 @@ def test_answer_stage_on_demo_with_knowledge(answer_run):
   metrics = [json.loads(x) for x in
              (workdir / "metrics.jsonl").read_text().splitlines()]
   assert 0.0 <= metrics[-1]["eval/accuracy"] <= 1.0
-  # Re-running finds the finished checkpoint and does no more updates.
-  assert train_answer.train(config, None, workdir, **QUIET) == {}
+  assert 0.0 <= metrics[-1]["eval/validation_accuracy"] <= 1.0
+  # The validation slice was held out of training and predicted at the end.
+  held = {r["id"] for r in map(json.loads, next((workdir / "eval").glob(
+      "validation_step*.answer.jsonl")).read_text().splitlines())}
+  assert len(held) == 8  # a quarter of the demo's 32 training questions
+  # Re-running finds the finished checkpoint and does no more updates; the
+  # stored critic calibration is reused.
+  again = train_answer.train(config, None, workdir, **QUIET)
+  assert "loss" not in again and again["critic_calibration"] == "validation"
 
 
 @pytest.mark.slow  # encodes and trains

@@ -127,22 +127,18 @@ def test_the_loop_answers_with_the_members_mean(answer_run, head_run,
                          resume=True, **QUIET)
 
 
-def test_the_pipeline_critic_comes_from_the_same_answerer(tmp_path):
-  from racer_jax.agents.pipeline import calibrated_critic
-  run, other = tmp_path / "run", tmp_path / "other"
-  for name, fitted, members in (
-      ("dev", [0.4, 0.1], None),  # written before answer_members existed
-      ("dev.ensemble", [0.7, 0.2], [str(run), str(other)])):
-    (run / "eval" / name).mkdir(parents=True)
-    figures = {"critic_thresholds": {"all": fitted}}
-    if members:
-      figures["answer_members"] = members
-    (run / "eval" / name / "metrics.json").write_text(json.dumps(figures))
-  alone, source = calibrated_critic(run)
-  assert (alone.min_confidence, alone.min_support) == (0.4, 0.1)
-  assert source.endswith("dev/metrics.json")
-  both, source = calibrated_critic(run, [str(other)])
-  assert (both.min_confidence, both.min_support) == (0.7, 0.2)
-  assert "dev.ensemble" in source
-  _, source = calibrated_critic(run, [str(tmp_path / "third")])
-  assert source.startswith("default")
+def test_a_stored_calibration_serves_only_its_own_setup(tmp_path):
+  from racer_jax.agents import critic as critic_lib
+  setup = {"answer_members": [str(tmp_path / "run")], "memory_source": "x"}
+  other = dict(setup, answer_members=setup["answer_members"] + ["other"])
+  record = {"critic_calibration": "validation", "figures": {"questions": 3},
+            "thresholds": {"min_confidence": 0.4, "min_support": 0.5}}
+  path = critic_lib.write_calibration(tmp_path, setup, record)
+  assert critic_lib.stored_calibration(tmp_path, other) is None
+  found = critic_lib.stored_calibration(tmp_path, setup)
+  critic = critic_lib.critic_of(found)
+  assert (critic.min_confidence, critic.min_support) == (0.4, 0.5)
+  # a file whose recorded setup differs (a hash collision, a hand edit)
+  # is not trusted
+  path.write_text(json.dumps({**record, "identity": other}))
+  assert critic_lib.stored_calibration(tmp_path, setup) is None

@@ -66,7 +66,7 @@ def test_unsure_then_accept_reexplores_and_counts(parts, demo_workspace):
   graph.reset_memory()
   before = jax.device_get(graph.memory)
   collab = Collaboration(graph, local, ScriptedCritic(1), max_turns=3,
-                         temperature_step=0.5)
+                         temperature_step=0.5, learn_from_labels=True)
   results = run(collab, data)
   after = jax.device_get(graph.memory)
   assert results
@@ -96,6 +96,24 @@ def test_unsure_then_accept_reexplores_and_counts(parts, demo_workspace):
   np.testing.assert_array_equal(after.rejection - before.rejection, rejected)
   np.testing.assert_array_equal(after.success - before.success, success)
   np.testing.assert_array_equal(after.failure - before.failure, failure)
+  assert sum(r.memory_label_updates for r in results) == (
+      success.sum() + failure.sum())
+
+
+def test_by_default_labels_never_reach_the_memory(parts):
+  """Only the critic's UNSURE (which needs no label) changes the memory
+  unless the loop is told to learn from labels."""
+  graph, local, data = parts
+  graph.reset_memory()
+  before = jax.device_get(graph.memory)
+  results = run(Collaboration(graph, local, ScriptedCritic(1), max_turns=3),
+                data)
+  after = jax.device_get(graph.memory)
+  assert results and all(r.gold is not None for r in results)
+  assert all(r.memory_label_updates == 0 for r in results)
+  np.testing.assert_array_equal(after.success, before.success)
+  np.testing.assert_array_equal(after.failure, before.failure)
+  assert after.rejection.sum() > before.rejection.sum()
 
 
 def test_no_consensus_falls_back_to_best_first_round(parts):
@@ -192,7 +210,7 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
   """agents.graph=explorer: the LLM explores with the graph functions and
   the triples it saw that touch a choice become that choice's evidence."""
   import ml_collections
-  from racer_jax.agents.pipeline import build_graph_agent
+  from racer_jax.agents.stack import build_graph_agent
   _, local, data = parts
   _, _, refiner_dir = retrieval_runs
   kg = demo_workspace.kg
@@ -243,7 +261,7 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
                                               tmp_path_factory):
   """agents.graph=hygrl: shortest paths inside the beam's subgraph."""
   import ml_collections
-  from racer_jax.agents.pipeline import build_graph_agent
+  from racer_jax.agents.stack import build_graph_agent
   from racer_jax.driver import train_hygrl
   config, _, refiner_dir = retrieval_runs
   hconfig = config.copy_and_resolve_references()
@@ -392,7 +410,7 @@ def test_each_ensemble_view_is_shown_its_own_extra_text(parts):
 def test_retrieval_of_an_answer_run():
   import ml_collections
 
-  from racer_jax.agents.pipeline import retrieval_of
+  from racer_jax.agents.stack import retrieval_of
   run = lambda k: ml_collections.ConfigDict({"answer": {
       "knowledge_workdir": k}})
   agents = lambda r: ml_collections.ConfigDict({"retrieval_workdir": r})

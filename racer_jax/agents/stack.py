@@ -1,0 +1,362 @@
+"""An answer run's four agents, assembled once for any questions.
+
+:class:`AgentStack` loads what the collaboration loop needs for the answer
+run in ``workdir`` (or an ensemble led by it): the retrieval run it names
+and that run's graph store, the GraphAgent, the AnswerAgent (local model,
+ensemble, or an LLM in front of them), the extra text and choice triples
+each answer model was trained with, and the shared memory the loop starts
+from — the walker run's, or the answer run's memory pass over the training
+split (``agents_memory/``, :mod:`racer_jax.eval.memory_pass`). Evaluation,
+critic calibration, the memory pass and :class:`~racer_jax.agents.pipeline.
+Pipeline` all build their loops here, so each shows the answerer the same
+input.
+
+Splits: the evaluated one (or an ``eval_file``), ``validation()`` — the
+held-out slice of the training split the critic is calibrated on — and
+``training_questions()`` — the rest of the training split.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Sequence
+
+import ml_collections
+import numpy as np
+
+from racer_jax.agents import extra_knowledge, llm
+from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
+from racer_jax.agents.answer import LocalAnswerer
+from racer_jax.agents.critic import LLMCritic
+from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.agents.loop import Collaboration
+from racer_jax.data import datasets, qa, validation
+from racer_jax.data.bucketed import BucketedDataset
+from racer_jax.driver import common
+from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.inputs import SplitData, load_workspace, make_encoder
+from racer_jax.errors import ConfigError
+from racer_jax.memory import edge_memory
+
+MEMORY_DIR = "agents_memory"  # the answer run's memory pass, if any
+TRAIN_SPLIT_LOOP = "train_split_loop"
+
+
+def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
+  """``(refiner run, paths shown to the answerer)`` for the answer run
+  ``config``: the run it was trained on (``answer.knowledge_workdir``; its
+  paths are in the answerer's input), else ``agents.retrieval_workdir``
+  (an answer run trained without paths: the GraphAgent's paths are the
+  critic's support and the answer's evidence, not the answerer's input)."""
+  trained = config.answer.knowledge_workdir
+  extra = agents.get("retrieval_workdir", "")
+  if trained and extra and Path(extra).resolve() != Path(trained).resolve():
+    raise ValueError(
+        f"{workdir} was trained on the paths of {trained}; "
+        f"agents.retrieval_workdir={extra} would show it other paths than "
+        "it learned from (the option is for runs trained without paths)")
+  if trained:
+    return trained, True
+  if extra:
+    return extra, False
+  raise ValueError(f"{workdir}: this answer run has no retrieval "
+                   "(answer.knowledge_workdir is empty); the agents need one "
+                   "— pass a refiner run as --retrieval_workdir (its paths go "
+                   "to the critic, not to this answerer), train the answer "
+                   "stage with knowledge, or evaluate the answer model alone "
+                   "with --answer_only")
+
+
+def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
+                      encoder=None, log=print, **kwargs):
+  """The GraphAgent named by ``agents.graph``: ``walker`` (the jitted
+  walker + memory + refiner), ``hygrl`` (HyGRL's beam retriever of the run
+  ``agents.hygrl_workdir``) or ``explorer`` (GraphDancer's LLM explorer over
+  the graph functions; needs a text LLM backend)."""
+  kind = agents.get("graph", "walker")
+  if kind == "walker":
+    return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log,
+                      **kwargs)
+  if kind == "explorer":
+    from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
+    from racer_jax.agents.tools import GraphTools
+    if backend is None:
+      raise ValueError("agents.graph=explorer needs a text LLM: "
+                       "--backend=gemini")
+    tools = GraphTools(ws.kg, encoder, ws.concept_emb)
+    return ExplorerGraphAgent(
+        Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,
+        paths_per_choice=keep)
+  if kind == "hygrl":
+    from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
+    if not agents.get("hygrl_workdir"):
+      raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
+                       "run trained with --config.method=hygrl)")
+    rconfig = ml_collections.ConfigDict(json.loads(
+        (Path(refiner_dir) / "config.json").read_text()))
+    return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)
+  raise ValueError(f"agents.graph={kind!r}: expected walker, explorer or "
+                   "hygrl")
+
+
+def eval_config(rconfig, data_dir, eval_file):
+  """``(data config, split key)``: ``rconfig`` itself, or for an
+  ``eval_file`` a copy whose splits are jsonl files, the file among them."""
+  if not eval_file:
+    return rconfig, None
+  eval_file = Path(eval_file).resolve()
+  if not eval_file.is_file():
+    raise FileNotFoundError(f"--eval_file {eval_file} not found")
+  key = "file_" + eval_file.stem
+  rconfig = rconfig.copy_and_resolve_references()
+  with rconfig.unlocked():
+    files = dict(rconfig.data.get("files", {}))
+    if rconfig.data.dataset != "jsonl":
+      files = {s: str(datasets.split_path(
+          rconfig, s, datasets.resolve_data_dir(data_dir)))
+               for s in rconfig.data.splits}
+    files[key] = str(eval_file)
+    rconfig.data.dataset = "jsonl"
+    rconfig.data.files = files
+  return rconfig, key
+
+
+def memory_checkpoints(workdir) -> Path:
+  return Path(workdir) / MEMORY_DIR / "checkpoints"
+
+
+def load_train_memory(workdir, num_edges: int):
+  """``(EdgeMemory, record)`` of the answer run's finished memory pass over
+  the training split, or None when it has none."""
+  folder = memory_checkpoints(workdir)
+  if not folder.is_dir():
+    return None
+  ckpt = Checkpointer(folder)
+  try:
+    restored = ckpt.restore_latest(edge_memory.empty(num_edges),
+                                   log=lambda _: None)
+  finally:
+    ckpt.close()
+  if restored is None:
+    return None
+  return restored[0], restored[1]
+
+
+def subset(data: SplitData, rows, config) -> SplitData:
+  """The questions ``rows`` of a loaded split (batches report their
+  dataset indices), e.g. its validation slice."""
+  rows = np.asarray(rows, np.int64)
+  full = data.dataset
+  return SplitData(data.examples, data.subgraphs, BucketedDataset(
+      [data.subgraphs[i] for i in rows],
+      [data.examples[i].answer_index for i in rows], full.query[rows],
+      buckets=[tuple(b) for b in config.batch.buckets],
+      num_choices=config.batch.num_choices,
+      max_degree=config.subgraph.max_degree, ids=rows))
+
+
+class AgentStack:
+  """See the module docstring.
+
+  Args:
+    config: the answer run's config (``<workdir>/config.json``).
+    workdir: the answer run; with ``ensemble``, more answer runs averaged
+      with it by the AnswerAgent.
+    agents: the agents' settings (default ``config.agents``).
+    split, eval_file: the split to load at once (None: none; an
+      ``eval_file`` becomes a jsonl split of the retrieval run's store).
+  """
+
+  def __init__(self, config, data_dir, workdir, *, agents=None,
+               ensemble: Sequence[str] = (), api_key=None,
+               split: str | None = None, eval_file: str | None = None,
+               progress: bool = True, log: Callable[[str], None] = print):
+    self.config, self.data_dir = config, data_dir
+    self.workdir = Path(workdir)
+    self.agents = agents or config.agents
+    self.progress, self.log = progress, log
+    self.refiner_dir, self.paths_shown = retrieval_of(config, self.agents,
+                                                      workdir)
+    self.rconfig = ml_collections.ConfigDict(json.loads(
+        (Path(self.refiner_dir) / "config.json").read_text()))
+    # an eval_file is a split of a jsonl copy of the retrieval run's data
+    # config; every other split is loaded with the run's own (its prepared
+    # files' fingerprints stay valid)
+    self.data_config, self._file_key = eval_config(self.rconfig, data_dir,
+                                                   eval_file)
+    self.split_key = self._file_key or split
+    self.ws = load_workspace(
+        self.data_config, data_dir,
+        common.prep_dir_of(self.rconfig, self.refiner_dir),
+        [self.split_key] if self.split_key else [], progress=progress,
+        log=log)
+    self.encoder = make_encoder(self.rconfig)
+    local = LocalAnswerer(workdir, log=log)
+    if ensemble:
+      local = EnsembleAnswerer([local] + [LocalAnswerer(w, log=log)
+                                          for w in ensemble])
+    self.local = local
+    self.backend = llm.make_backend(self.agents, api_key,
+                                    cache_path=self.workdir /
+                                    "llm_cache.sqlite")
+    self.usage = llm.UsageReport()
+    self.keep = config.answer.paths_per_choice
+    self.train_memory = None  # the memory pass's record, when it ran
+    self.graph = self.prepare_graph(build_graph_agent(
+        self.agents, self.refiner_dir, self.ws, self.keep, self.backend,
+        encoder=self.encoder, log=log))
+    # per view of the answerer: the text its members were shown before
+    # the triples (one view unless ensemble members differ in it)
+    self.extra = extra_knowledge.per_view(local, config, data_dir,
+                                          self.workdir, self.ws,
+                                          self.encoder, log)
+    self.triples = None
+    if config.answer.get("choice_triples", 0) > 0:
+      from racer_jax.agents import choice_triples
+      self.triples = choice_triples.ChoiceTriples(
+          self.ws.kg, self.ws.concept_emb, self.encoder)
+    self._inputs = {}
+    self._subsets = {}
+
+  @property
+  def members(self) -> list[str]:
+    """The answer runs of the AnswerAgent, resolved."""
+    return [str(Path(w).resolve()) for w in
+            getattr(self.local, "workdirs", [self.workdir])]
+
+  @property
+  def member_configs(self) -> list:
+    return [m.config for m in getattr(self.local, "members", [self.local])]
+
+  def prepare_graph(self, graph):
+    """Starts ``graph`` (the system's or an ablation's walker) from the
+    answer run's memory pass when it has one and keeps a memory."""
+    if not getattr(graph, "use_memory", False):
+      return graph
+    found = load_train_memory(self.workdir, self.ws.kg.num_edges)
+    if found is not None:
+      graph.start_from(found[0], TRAIN_SPLIT_LOOP)
+      self.train_memory = found[1]
+    return graph
+
+  def split(self, key: str) -> SplitData:
+    """A split of the retrieval run's data, loaded once."""
+    if key not in self.ws.splits:
+      config = self.data_config if key == self._file_key else self.rconfig
+      more = load_workspace(config, self.data_dir, self.ws.prep_dir, [key],
+                            progress=self.progress, log=self.log)
+      self.ws.splits[key] = more.splits[key]
+    return self.ws.splits[key]
+
+  def _train_rows(self) -> tuple[list, np.ndarray, np.ndarray]:
+    """``(training split's examples, training rows, validation rows)``;
+    every answer run of the AnswerAgent must hold out the same slice."""
+    slices = {validation.slice_of(c) for c in self.member_configs}
+    if len(slices) > 1:
+      raise ConfigError(
+          f"the answer runs {self.members} hold out different validation "
+          f"slices {sorted(map(str, slices))} ({validation.FIELD}, "
+          "answer.validation_seed): one critic cannot be calibrated on "
+          "questions some of them trained on")
+    for c, w in zip(self.member_configs, self.members):
+      validation.require_slice(c, w)
+    train = self.config.train.split
+    data_dir = datasets.resolve_data_dir(self.data_dir)
+    mine = datasets.split_path(self.config, train, data_dir)
+    theirs = datasets.split_path(self.rconfig, train, data_dir)
+    if mine.resolve() != theirs.resolve():
+      raise ConfigError(f"{self.workdir} trained on {mine} but its retrieval "
+                        f"run {self.refiner_dir} reads {theirs} as "
+                        f"{train!r}: the validation slice would name other "
+                        "questions")
+    examples, _ = qa.load_jsonl(mine,
+                                on_bad_line=self.config.data.on_bad_line)
+    return (examples,) + validation.split_rows(self.config, len(examples))
+
+  def validation_ids(self) -> set[str]:
+    """The question ids of the validation slice (no subgraphs loaded)."""
+    examples, _, val_rows = self._train_rows()
+    return {examples[i].id for i in val_rows}
+
+  def validation(self) -> SplitData:
+    """The held-out slice of the training split the critic is fitted on
+    (refused, with the field named, for runs without one)."""
+    if "validation" not in self._subsets:
+      _, _, val_rows = self._train_rows()
+      self._subsets["validation"] = subset(
+          self.split(self.config.train.split), val_rows, self.rconfig)
+    return self._subsets["validation"]
+
+  def training_questions(self, limit: int = 0) -> SplitData:
+    """The training split without the validation slice (the first
+    ``limit`` of them when > 0), for the memory pass."""
+    _, train_rows, _ = self._train_rows()
+    if limit > 0:
+      train_rows = train_rows[:limit]
+    return subset(self.split(self.config.train.split), train_rows,
+                  self.rconfig)
+
+  def inputs(self, data: SplitData):
+    """``(per view: index -> [C] extra text, index -> [C] choice triples)``
+    for the questions of ``data`` (built once per split)."""
+    if id(data) not in self._inputs:
+      ids = [int(i) for i in data.dataset.ids]
+      examples = [data.examples[i] for i in ids]
+      subgraphs = [data.subgraphs[i] for i in ids]
+      texts = [e.texts(examples, subgraphs) for e in self.extra]
+      views = [None if t is None else dict(zip(ids, t)).__getitem__
+               for t in texts]
+      own = None
+      if self.triples is not None:
+        own = dict(zip(ids, self.triples.split(
+            examples, subgraphs, self.config.answer.choice_triples)))
+        own = own.__getitem__
+      self._inputs[id(data)] = (data, views, own)
+    return self._inputs[id(data)][1:]
+
+  def forget(self, data: SplitData) -> None:
+    """Drops what :meth:`inputs` built for ``data`` (one-off questions)."""
+    self._inputs.pop(id(data), None)
+
+  def calibration_identity(self) -> dict:
+    """What the critic's validation calibration depends on: a stored one
+    is reused only for the same AnswerAgent, retrieval, memory and slice."""
+    steps = self.local.step
+    fraction, seed = validation.slice_of(self.config) or (None, None)
+    return {
+        "answer_members": self.members,
+        "answer_steps": steps if isinstance(steps, list) else [steps],
+        "retrieval_workdir": str(Path(self.refiner_dir).resolve()),
+        "graph_agent": self.agents.get("graph", "walker"),
+        "hygrl_workdir": self.agents.get("hygrl_workdir", ""),
+        "paths_shown_to_answerer": self.paths_shown,
+        "memory_source": self.graph.memory_source,
+        "memory_questions": (self.train_memory or {}).get("questions"),
+        "validation": {"split": self.config.train.split,
+                       "fraction": fraction, "seed": seed},
+        "seed": int(self.config.seed),
+        "batch_size": int(self.config.eval.batch_size)}
+
+  def collaboration(self, data: SplitData, critic, max_turns: int, *,
+                    graph=None, local_only: bool = False,
+                    learn_from_labels: bool = False) -> Collaboration:
+    """The loop over the questions of ``data`` with ``critic`` (an LLM
+    critic in front of it with an LLM backend and more than one round;
+    ``local_only``: the local models alone, as calibration and the memory
+    pass run)."""
+    views, own = self.inputs(data)
+    answerer = self.local
+    if self.backend is not None and not local_only:
+      answerer = LLMAnswerer(self.backend, self.local, self.usage)
+      if max_turns > 1:
+        critic = LLMCritic(self.backend, critic, self.usage)
+    return Collaboration(graph or self.graph, answerer, critic,
+                         max_turns=max_turns,
+                         temperature_step=self.agents.temperature_step,
+                         max_sentences=self.config.answer.max_sentences,
+                         learn_from_labels=learn_from_labels,
+                         extra_knowledge=views[0],
+                         extra_views=views if len(views) > 1 else None,
+                         choice_triples=own,
+                         paths_to_answerer=self.paths_shown)

@@ -1,0 +1,46 @@
+"""The answer stage's validation slice: fixed by (size, fraction, seed)."""
+
+import ml_collections
+import numpy as np
+import pytest
+
+from racer_jax.data import validation
+from racer_jax.errors import ConfigError
+
+
+def config(fraction=0.1, seed=0, run_seed=0, legacy=False):
+  answer = {} if legacy else {"validation_fraction": fraction,
+                              "validation_seed": seed}
+  return ml_collections.ConfigDict({"seed": run_seed, "answer": answer})
+
+
+def test_slice_is_fixed_sized_and_disjoint_from_training():
+  train, held = validation.split_rows(config(0.1), 9741)
+  assert len(held) == 974 and len(train) == 9741 - 974
+  assert not set(train) & set(held)
+  np.testing.assert_array_equal(np.sort(np.concatenate([train, held])),
+                                np.arange(9741))
+  # the run's own seed does not move it (runs of any seed share it); the
+  # validation seed does
+  np.testing.assert_array_equal(held, validation.split_rows(
+      config(0.1, run_seed=3), 9741)[1])
+  assert not np.array_equal(held, validation.split_rows(
+      config(0.1, seed=1), 9741)[1])
+
+
+def test_edge_sizes_and_bad_fractions():
+  assert validation.validation_indices(5, 0.01, 0).size == 1  # at least one
+  assert validation.validation_indices(2, 0.9, 0).size == 1   # keep one
+  assert validation.validation_indices(10, 0.0, 0).size == 0
+  with pytest.raises(ConfigError, match="validation_fraction"):
+    validation.validation_indices(10, 1.0, 0)
+
+
+def test_runs_without_a_slice_are_named():
+  assert validation.slice_of(config(legacy=True)) is None
+  assert validation.split_rows(config(legacy=True), 7)[1].size == 0
+  with pytest.raises(ConfigError, match="answer.validation_fraction"):
+    validation.require_slice(config(legacy=True), "runs/old")
+  with pytest.raises(ConfigError, match="validation_fraction=0"):
+    validation.require_slice(config(0.0), "runs/all_in")
+  assert validation.require_slice(config(0.2, seed=4), "r") == (0.2, 4)

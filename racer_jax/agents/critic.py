@@ -66,8 +66,8 @@ class LocalCritic:
           p.support >= self.min_support)
     return Verdict(ACCEPT if ok else UNSURE, float(p.answer.confidence),
                    f"p={p.answer.confidence:.2f} (≥ {self.min_confidence:.2f}"
-                   f"?), support={p.support:.2f} (≥ {self.min_support:.2f}?)",
-                   self.name)
+                   f"?), support={p.support:.2f} "
+                   f"({support_rule(self.min_support)}?)", self.name)
 
   def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:
     return [self.judge(p) for p in proposals]
@@ -92,6 +92,14 @@ class LocalCritic:
         if j > best[0] + 1e-12:
           best = (j, float(c), float(s))
     return cls(best[1], best[2])
+
+
+def support_rule(min_support: float) -> str:
+  """The support threshold in words (the grid's 1e-6 means "any path
+  reached the choice")."""
+  if min_support <= 0:
+    return "≥ 0"
+  return "> 0" if min_support < 1e-3 else f"≥ {min_support:.2f}"
 
 
 CALIBRATION_DIR = "calibration"

@@ -85,9 +85,9 @@ def fit_critic(stack: AgentStack, *, progress: bool = True,
                            "min_support": critic.min_support},
             "figures": figures}
   path = critic_lib.write_calibration(stack.workdir, identity, record)
-  log(f"critic: ACCEPT at p ≥ {critic.min_confidence:.3f} and support ≥ "
-      f"{critic.min_support:.2f} (validation: {figures['accepted_fraction']:.1%}"
-      f" accepted) -> {path}")
+  log(f"critic: ACCEPT at p ≥ {critic.min_confidence:.3f} and support "
+      f"{critic_lib.support_rule(critic.min_support)} (validation: "
+      f"{figures['accepted_fraction']:.1%} accepted) -> {path}")
   return {**record, "identity": identity, "file": str(path)}
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from racer_jax.agents.critic import support_rule
 from racer_jax.eval import plots
 
 
@@ -62,7 +63,7 @@ def _protocol_line(figures: dict) -> str:
     critic = (f"fitted on the answer run's validation slice of the training "
               f"split ({figures.get('critic_calibration_questions')} "
               f"questions): ACCEPT at p ≥ {t.get('min_confidence', 0):.3f} "
-              f"and path support ≥ {t.get('min_support', 0):.2f}")
+              f"and path support {support_rule(t.get('min_support', 0))}")
   else:
     critic = "fitted two-fold on the evaluated split (legacy protocol)"
   return (f"Protocol: critic thresholds {critic}; shared memory from "

@@ -22,7 +22,7 @@ import ml_collections
 import numpy as np
 
 from racer_jax.agents import llm
-from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.checkpoints import Checkpointer, restore_template
 from racer_jax.text import cross_encoder as ce
 
 
@@ -78,11 +78,11 @@ class LocalAnswerer:
       from racer_jax.driver import train_answer_head
       from racer_jax.text.minilm import MiniLMEncoder
       self._encoder = MiniLMEncoder(config.text.model_dir or None)
-      model, _, template = train_answer_head.create_state(
-          config, self._encoder.dim, 1)
+      model, _, template = restore_template(train_answer_head.create_state,
+                                            config, self._encoder.dim, 1)
     else:
-      model, _, template = train_answer.create_state(config, self.tokenizer,
-                                                     1)
+      model, _, template = restore_template(train_answer.create_state,
+                                            config, self.tokenizer, 1)
     ckpt = Checkpointer(workdir / "checkpoints")
     restored = ckpt.restore_latest(template, log=log)
     ckpt.close()

@@ -23,7 +23,7 @@ import numpy as np
 
 from racer_jax.agents.templates import Triple
 from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.driver.checkpoints import Checkpointer, restore_template
 from racer_jax.driver.train_refiner import (create_state, load_walker,
                                             refiner_config)
 from racer_jax.memory import edge_memory
@@ -83,6 +83,21 @@ def read_paths(kg, batch, out: dict, row: int, num_choices: int,
   return per_choice
 
 
+_RETRIEVERS: dict = {}
+
+
+def _retriever(refiner, walker, walker_cfg, cfg):
+  """One jitted retriever per (architecture, settings) in the process:
+  GraphAgents of the same runs (an evaluation's calibration, passes and
+  ablations, several evaluations in one process) share its compilations;
+  the parameters are arguments, so sharing is exact."""
+  key = (repr(refiner), repr(walker), walker_cfg, cfg)
+  if key not in _RETRIEVERS:
+    _RETRIEVERS[key] = training.make_retriever(refiner, walker, walker_cfg,
+                                               cfg)
+  return _RETRIEVERS[key]
+
+
 class GraphAgent:
   """Retrieval from a refiner run (``refiner_workdir``) and its walker."""
 
@@ -108,8 +123,9 @@ class GraphAgent:
     self.keep = paths_per_choice
     wconfig, walker, wstate, self.walker_step, quality = load_walker(
         rconfig.refiner.walker_workdir, ws, log)
-    refiner, _, template = create_state(rconfig, ws.concept_emb.shape[1],
-                                        wconfig.walker.max_steps)
+    refiner, _, template = restore_template(create_state, rconfig,
+                                            ws.concept_emb.shape[1],
+                                            wconfig.walker.max_steps)
     ckpt = Checkpointer(refiner_workdir / "checkpoints")
     restored = ckpt.restore_latest(template, log=log)
     ckpt.close()
@@ -126,9 +142,8 @@ class GraphAgent:
     self._cfg = refiner_config(rconfig)
     if refiner_overrides:
       self._cfg = dataclasses.replace(self._cfg, **refiner_overrides)
-    self._make = lambda cfg: training.make_retriever(refiner, walker,
-                                                     self._walker_cfg, cfg)
-    self._retrievers = {}
+    self._make = lambda cfg: _retriever(refiner, walker, self._walker_cfg,
+                                        cfg)
     self.use_memory = (quality is not None if use_memory is None
                        else use_memory)
     self.memory = (wstate.memory if self.use_memory and
@@ -172,10 +187,8 @@ class GraphAgent:
     that read the question text; the walker does not.)"""
     del examples
     t = self.temperature if temperature is None else float(temperature)
-    if t not in self._retrievers:
-      self._retrievers[t] = self._make(
-          dataclasses.replace(self._cfg, temperature=t))
-    out = jax.device_get(self._retrievers[t](
+    out = jax.device_get(self._make(dataclasses.replace(
+        self._cfg, temperature=t))(
         self._params, batch, self._walker_params, self.ws.concept_emb,
         self.ws.relation_emb, self._quality(), rng))
     if self.rank_by == "logprob":

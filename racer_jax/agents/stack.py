@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Callable, Sequence
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -140,7 +142,7 @@ def load_train_memory(workdir, num_edges: int):
     ckpt.close()
   if restored is None:
     return None
-  return restored[0], restored[1]
+  return jax.tree.map(jnp.asarray, restored[0]), restored[1]
 
 
 def subset(data: SplitData, rows, config) -> SplitData:

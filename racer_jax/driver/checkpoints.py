@@ -21,6 +21,22 @@ import jax
 import orbax.checkpoint as ocp
 
 
+def restore_template(create: Callable, *args, **kwargs):
+  """``create(*args, **kwargs)`` -> ``(..., state)`` with the state's arrays
+  as ``jax.ShapeDtypeStruct`` s: the restore target of a run, built by
+  tracing alone (no parameter initialization runs, which for MiniLM takes
+  seconds). The other items (model, optimizer) are returned as built."""
+  rest = []
+
+  def state_only():
+    *others, state = create(*args, **kwargs)
+    rest[:] = others
+    return state
+
+  state = jax.eval_shape(state_only)
+  return (*rest, state)
+
+
 class Checkpointer:
   """``save(step, state, record)`` / ``restore_latest(template)``."""
 

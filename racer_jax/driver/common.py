@@ -36,13 +36,14 @@ def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
 
   ``num_edges``: the graph store's, used when the run kept a memory.
   """
+  import jax
   from racer_jax.driver.checkpoints import Checkpointer
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(config.train.learning_rate,
                                        config.train.grad_clip)
-  template = train_lib.create_train_state(
+  template = jax.eval_shape(lambda: train_lib.create_train_state(
       policy, optimizer, config.seed, embed_dim,
-      memory_edges=num_edges if memory_on(config) else 0)
+      memory_edges=num_edges if memory_on(config) else 0))
   ckpt = Checkpointer(Path(workdir) / "checkpoints",
                       config.train.max_to_keep)
   restored = ckpt.restore_latest(template, step=step, log=log)
@@ -51,7 +52,8 @@ def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
     raise FileNotFoundError(f"no checkpoint in {Path(workdir)}/checkpoints:"
                             " run launch/train.py first")
   state, record, step = restored
-  return policy, state, record, step
+  # device arrays (the memory is updated with .at[] scatters)
+  return policy, jax.tree.map(jax.numpy.asarray, state), record, step
 
 
 def memory_on(config) -> bool:

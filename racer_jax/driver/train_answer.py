@@ -248,14 +248,17 @@ def make_answer_step(model, optimizer):
 def predict(model, params, data: AnswerData, tokenizer,
             batch_size: int) -> np.ndarray:
   """Choice probabilities float32 [Q, C] (0 for missing choices);
-  questions run in order of length to keep padding small."""
+  questions run in order of length to keep padding small, a short last
+  batch (or a loop round with few questions left) padded only to the next
+  power of two (≥ 8), so few shapes compile and little is wasted."""
   forward = _forward(model)
   order = np.argsort([max(map(len, t[0])) for t in data.tokens],
                      kind="stable")
   probs = np.zeros((len(data.examples), data.num_choices), np.float32)
   for start in range(0, len(order), batch_size):
     rows = order[start:start + batch_size]
-    padded = np.concatenate([rows, -np.ones(batch_size - len(rows), int)])
+    width = min(batch_size, max(8, 1 << (len(rows) - 1).bit_length()))
+    padded = np.concatenate([rows, -np.ones(width - len(rows), int)])
     tokens, choice_mask, _, _ = data.batch(tokenizer, padded)
     out = np.asarray(forward(params, tokens, choice_mask))
     probs[rows] = out[:len(rows)]

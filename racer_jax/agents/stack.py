@@ -317,6 +317,20 @@ class AgentStack:
       self._inputs[id(data)] = (data, views, own)
     return self._inputs[id(data)][1:]
 
+  def retrieval_saw_validation(self) -> bool:
+    """Whether the walker or refiner run trained on the validation slice
+    (runs from before the stack held it out, or with another slice): the
+    critic's calibration data are then easier than the evaluated split."""
+    mine = validation.slice_of(self.config)
+    walker = Path(self.rconfig.refiner.get("walker_workdir", ""))
+    configs = [self.rconfig]
+    if (walker / "config.json").is_file():
+      configs.append(ml_collections.ConfigDict(json.loads(
+          (walker / "config.json").read_text())))
+    return any(validation.slice_of(c) != mine or
+               self.rconfig.train.split != self.config.train.split
+               for c in configs)
+
   def forget(self, data: SplitData) -> None:
     """Drops what :meth:`inputs` built for ``data`` (one-off questions)."""
     self._inputs.pop(id(data), None)

@@ -61,7 +61,8 @@ class ShardedDataset:
   """This process's shards of a split, with the global batch plan.
 
   Args:
-    bucket_of_question: int [Q] every question's bucket (all shards).
+    bucket_of_question: int [Q] every question's bucket (all shards); -1
+      for a question left out (e.g. the validation slice).
     num_shards: S.
     shards: ``{s: BucketedDataset}`` of the shards held here, each built
       over questions ``shard_bounds(Q, S)[s] ..`` with their split indices
@@ -81,7 +82,8 @@ class ShardedDataset:
     self.counts = np.zeros((num_shards, len(self.buckets)), np.int64)
     for s in range(num_shards):
       part = bucket_of_question[self.bounds[s]:self.bounds[s + 1]]
-      self.counts[s] = np.bincount(part, minlength=len(self.buckets))
+      self.counts[s] = np.bincount(part[part >= 0],
+                                   minlength=len(self.buckets))
     for s, ds in self.shards.items():
       have = [len(ds.members.get(b, ())) for b in range(len(self.buckets))]
       if have != self.counts[s].tolist():

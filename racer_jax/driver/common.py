@@ -122,8 +122,10 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
               stage: str = "walker", shards=None):
   """What every training run does first: create ``workdir``, save the
   config there, and load the training split (plus ``eval.split`` when
-  ``train.eval_every`` is set). Returns ``(workdir, workspace, eval_split or
-  None)``."""
+  ``train.eval_every`` is set). The training split's dataset leaves out the
+  answer stage's validation slice (``answer.validation_fraction``): the
+  critic is calibrated there, so no part of the stack trains on it.
+  Returns ``(workdir, workspace, eval_split or None)``."""
   import jax
   from racer_jax.driver.inputs import load_workspace
   workdir = Path(workdir)
@@ -137,7 +139,7 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
     return load_workspace(config, data_dir, prep_dir_of(config, workdir),
                           splits, progress=progress and primary,
                           log=log if primary else (lambda _: None),
-                          shards=shards)
+                          shards=shards, hold_out=[t.split])
   if jax.process_count() == 1:
     workdir.mkdir(parents=True, exist_ok=True)
     save_run_config(config, workdir, stage)

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from racer_jax.data import cache, datasets, prepare, qa
+from racer_jax.data import cache, datasets, prepare, qa, validation
 from racer_jax.data import sharded as sharded_lib
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.kg.store import KnowledgeGraph
@@ -21,7 +21,9 @@ from racer_jax.text import tables
 @dataclasses.dataclass
 class SplitData:
   """A loaded split. When sharded, ``examples`` is the whole split (text)
-  and ``subgraphs``/``dataset`` hold only this process's shards."""
+  and ``subgraphs``/``dataset`` hold only this process's shards; a split
+  loaded with its validation slice held out keeps all ``examples`` and
+  ``subgraphs`` but leaves the slice out of ``dataset``."""
   examples: list[qa.QAExample]
   subgraphs: list[Subgraph]
   dataset: BucketedDataset | sharded_lib.ShardedDataset
@@ -45,13 +47,16 @@ def make_encoder(config) -> encoder_lib.TextEncoder:
 def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
                    progress: bool = True,
                    log: Callable[[str], None] = print,
-                   shards: dict[str, tuple[int, Sequence[int]]] | None = None
-                   ) -> Workspace:
+                   shards: dict[str, tuple[int, Sequence[int]]] | None = None,
+                   hold_out: Sequence[str] = ()) -> Workspace:
   """Prepares (or reuses) ``splits`` in ``prep_dir`` and loads them.
 
   ``shards`` maps a split to ``(S, the shards to hold)``: that split is
   loaded as a :class:`ShardedDataset`, reading and padding only the held
-  shards' questions from the subgraph cache.
+  shards' questions from the subgraph cache. The datasets of the splits in
+  ``hold_out`` leave out the validation slice of ``config``
+  (:mod:`racer_jax.data.validation`; ``examples`` and ``subgraphs`` keep
+  every question, batches report dataset indices).
   """
   shards = shards or {}
   prep_dir = Path(prep_dir)
@@ -78,6 +83,12 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
         prep_dir / f"{split}.query.{encoder.name}.npz",
         [e.stem for e in examples], encoder, log)
     buckets = [tuple(b) for b in config.batch.buckets]
+    kept = np.ones(len(examples), bool)
+    if split in hold_out:
+      kept[validation.split_rows(config, len(examples))[1]] = False
+      if not kept.all():
+        log(f"{split}: {int((~kept).sum()):,} questions of the validation "
+            "slice left out (the critic is calibrated on them)")
 
     def dataset_of(ids, subgraphs):
       return BucketedDataset(
@@ -86,20 +97,22 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
           max_degree=config.subgraph.max_degree, ids=ids)
     if split not in shards:
       subgraphs = cache.load_subgraphs(cached)
-      out[split] = SplitData(examples, subgraphs,
-                             dataset_of(np.arange(len(examples)), subgraphs))
+      ids = np.flatnonzero(kept)
+      out[split] = SplitData(examples, subgraphs, dataset_of(
+          ids, [subgraphs[i] for i in ids]))
       continue
     num_shards, held = shards[split]
     bounds = sharded_lib.shard_bounds(len(examples), num_shards)
     parts, subgraphs = {}, []
     for s in held:
       ids = np.arange(bounds[s], bounds[s + 1])
+      ids = ids[kept[ids]]
       mine = cache.load_subgraphs(cached, select=ids)
       parts[s] = dataset_of(ids, mine)
       subgraphs += mine
-    dataset = sharded_lib.ShardedDataset(
-        sharded_lib.bucket_of(num_nodes, num_edges, buckets), num_shards,
-        parts)
+    bucket = sharded_lib.bucket_of(num_nodes, num_edges, buckets)
+    dataset = sharded_lib.ShardedDataset(np.where(kept, bucket, -1),
+                                         num_shards, parts)
     log(f"{split}: holding question shards {list(held)} of {num_shards} "
         f"({dataset.num_questions:,} of {len(examples):,} questions)")
     out[split] = SplitData(examples, subgraphs, dataset)

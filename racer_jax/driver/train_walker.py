@@ -49,9 +49,10 @@ def make_sampler(config, split_data, log=print):
   cur = config.get("curriculum", {})
   if not cur.get("enabled", False):
     return split_data.dataset
+  ids = split_data.dataset.ids  # the dataset's questions, in its order
   sampler = curriculum.CurriculumSampler(
-      split_data.dataset, split_data.subgraphs,
-      [e.answer_index for e in split_data.examples],
+      split_data.dataset, [split_data.subgraphs[i] for i in ids],
+      [split_data.examples[i].answer_index for i in ids],
       curriculum.Schedule(start=cur.start, ramp_fraction=cur.ramp_fraction,
                           temperature=cur.temperature),
       weights=tuple(cur.weights), num_steps=config.train.num_steps)

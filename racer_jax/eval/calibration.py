@@ -80,6 +80,12 @@ def fit_critic(stack: AgentStack, *, progress: bool = True,
     raise ValueError(f"{stack.workdir}: the validation slice has no labeled "
                      "question to calibrate the critic on")
   critic, figures = fit_on_records(records)
+  figures["retrieval_trained_on_validation"] = stack.retrieval_saw_validation()
+  if figures["retrieval_trained_on_validation"]:
+    log("critic calibration: the walker or refiner run trained on these "
+        "validation questions (it predates held-out slices or holds out "
+        "another), so their paths are better than on unseen questions and "
+        "the thresholds are fitted on easier data")
   record = {"critic_calibration": VALIDATION,
             "thresholds": {"min_confidence": critic.min_confidence,
                            "min_support": critic.min_support},

@@ -64,6 +64,10 @@ def _protocol_line(figures: dict) -> str:
               f"split ({figures.get('critic_calibration_questions')} "
               f"questions): ACCEPT at p ≥ {t.get('min_confidence', 0):.3f} "
               f"and path support {support_rule(t.get('min_support', 0))}")
+    if (figures.get("critic_calibration_figures") or {}).get(
+        "retrieval_trained_on_validation"):
+      critic += (" (the walker or refiner trained on those questions, so "
+                 "they are easier than unseen ones)")
   else:
     critic = "fitted two-fold on the evaluated split (legacy protocol)"
   return (f"Protocol: critic thresholds {critic}; shared memory from "

@@ -44,3 +44,33 @@ def test_runs_without_a_slice_are_named():
   with pytest.raises(ConfigError, match="validation_fraction=0"):
     validation.require_slice(config(0.0), "runs/all_in")
   assert validation.require_slice(config(0.2, seed=4), "r") == (0.2, 4)
+
+
+def _seen(dataset, steps, batch_size=4):
+  seen = set()
+  for step in range(steps):
+    batch = dataset.batch_for_step(step, 0, batch_size)
+    seen |= set(np.asarray(batch.example_index)[np.asarray(
+        batch.example_mask)].tolist())
+  return seen
+
+
+def test_the_retrieval_stack_never_trains_on_the_validation_slice(tmp_path):
+  """Walker, refiner and HyGRL load their training split with the slice
+  held out (``start_run``), sharded or not; the examples stay whole."""
+  from configs import test as test_config
+  from racer_jax.driver.inputs import load_workspace
+  config = test_config.get_config()
+  quiet = dict(progress=False, log=lambda _: None)
+  whole = load_workspace(config, None, tmp_path, ["train"], **quiet)
+  n = len(whole.splits["train"].examples)
+  _, held = validation.split_rows(config, n)
+  assert len(held) == 8 and _seen(whole.splits["train"].dataset, 20) == set(
+      range(n))
+  for shards in (None, {"train": (2, [0, 1])}):
+    ws = load_workspace(config, None, tmp_path, ["train"], shards=shards,
+                        hold_out=["train"], **quiet)
+    data = ws.splits["train"]
+    assert len(data.examples) == n
+    assert data.dataset.num_questions == n - len(held)
+    assert _seen(data.dataset, 20) == set(range(n)) - set(held.tolist())

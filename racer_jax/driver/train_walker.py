@@ -136,8 +136,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     if sampler is not dataset:
       metrics = dict(metrics, curriculum_competence=np.float32(
           sampler.schedule.competence(step, t.num_steps)),
-                     curriculum_difficulty=np.float32(
-                         sampler.difficulty[batch_index(host)].mean()))
+                     curriculum_difficulty=np.float32(sampler.difficulty[
+                         np.searchsorted(dataset.ids,  # ids are ascending
+                                         batch_index(host))].mean()))
     return state, metrics
 
   def evaluate(state, step):

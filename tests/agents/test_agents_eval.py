@@ -27,6 +27,10 @@ def test_agents_evaluation_cli(answer_run, demo_workspace):
               "accuracy_no_refiner", "accuracy_no_memory"):
     assert key in figures, key
   assert figures["triples_verified_fraction"] == 1.0
+  # the held-out protocol: thresholds from the validation slice, no
+  # evaluated label in the memory
+  assert figures["critic_calibration"] == "validation"
+  assert figures["memory_eval_label_updates"] == 0
   assert figures["llm_calls_per_question"] == 0  # local backend
   assert figures["tokens_per_question"] == 0
   gain = figures["knowledge_gain"]  # paired: head alone (a) vs full (b)
@@ -86,7 +90,8 @@ def test_answer_run_without_paths_in_the_loop(answer_run, retrieval_runs,
     assert all(k == "" for rd in r["rounds"] for k in rd["knowledge"])
     probs = [rd["probs"] for rd in r["rounds"]]
     assert all(p == probs[0] for p in probs)
-  # launch/answer.py takes the same option, and this evaluation's critic
+  # launch/answer.py takes the same option, and the critic this evaluation
+  # fitted on the validation slice for this setup
   out = subprocess.run(
       [sys.executable, str(REPO / "launch/answer.py"), f"--workdir={workdir}",
        "--question=Where would you put ice cream to keep it cold?",
@@ -95,5 +100,6 @@ def test_answer_run_without_paths_in_the_loop(answer_run, retrieval_runs,
       capture_output=True, text=True, cwd=workdir)
   assert out.returncode == 0, out.stderr[-3000:]
   record = json.loads(out.stdout.strip().splitlines()[-1])
-  assert record["critic"].endswith("metrics.json")
+  assert record["critic"].startswith("validation slice") and str(
+      workdir / "calibration") in record["critic"]
   assert all(k == "" for rd in record["rounds"] for k in rd["knowledge"])

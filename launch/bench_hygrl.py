@@ -171,6 +171,8 @@ def bench_hygrl(data_dir, prep_dir) -> dict:
           "heuristic_tau": cfg.heuristic_tau,
           "pairs_per_step": cfg.pairs_per_step,
           "margin_weight": cfg.margin_weight, "seed": config.seed,
+          "policy_choice": bool(h.policy_choice),
+          "heuristic_choice": bool(h.heuristic_choice),
           "theta": [float(t) for t in theta]},
       "device": jax.devices()[0].device_kind, **machine(),
       "timing": f"best of {repeats} after a warm-up (python: best of "

@@ -29,4 +29,7 @@ def test_hygrl_benchmark_on_demo(tmp_path):
   assert figures["python_timed_questions"] == 3
   assert figures["reference_agreement"] == 3  # same sequences as JAX
   assert figures["update_metrics"]["finite"] == 1.0
-  assert len(figures["config"]["theta"]) == 4
+  # one fusion weight per graph heuristic, plus "grounds a choice" when the
+  # heuristic is given the policy's information (the default)
+  assert figures["config"]["heuristic_choice"] is True
+  assert len(figures["config"]["theta"]) == 5

@@ -85,25 +85,33 @@ def test_walker_with_heuristic_prior(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.data
-def test_policy_beats_heuristic_on_csqa(data_dir, tmp_path):
-  """The learned beam policy retrieves more of the gold answer than the
-  fused heuristic at the same subgraph budget (CommonsenseQA dev, CN-100K;
-  about 3 minutes on 2 cores).
+def test_policy_matches_heuristic_on_equal_information_on_csqa(data_dir,
+                                                               tmp_path):
+  """On equal information (both the policy and the fused heuristic know
+  which candidates ground an answer choice, the default) the learned beam
+  policy retrieves as much of the gold answer as the calibrated heuristic at
+  the same subgraph size, and both far more than without that signal
+  (CommonsenseQA dev, CN-100K; about 3 minutes on 2 cores).
 
-  Both searches add at most ``hygrl.max_nodes`` nodes to the question's and
-  nearly always use all of them: both averaged 15.68-15.76 nodes at every
-  threshold from 0.3 down to 0.02. So the two mean sizes differ only by
-  the rare question where a search stops early, within 1% and in either
-  direction between runs that differ in float rounding (e.g. XLA's vector
-  width)."""
+  Compared at tau = 0.1, where both searches fill the ``hygrl.max_nodes``
+  budget (15.74 vs 15.75 nodes on 3 Dec; at tau = 0.3 the heuristic stops
+  earlier, 15.09 nodes). Measured: policy 0.691, heuristic 0.694; without
+  the choice signal on either side 0.504 vs 0.489. The policy's old lead
+  (0.645 vs 0.480) was the choice signal only it was given."""
   config = csqa_config.get_config()
   config.method = "hygrl"
   config.prep_dir = str(tmp_path / "prep")
   config.data.splits = ("train", "dev")
+  assert config.hygrl.policy_choice and config.hygrl.heuristic_choice
   train_hygrl.train(config, data_dir, tmp_path / "run", **QUIET)
   figures = retrieval_eval.evaluate(config, data_dir, tmp_path / "run",
-                                    **QUIET)
+                                    taus=(0.1,), **QUIET)
   print(figures)
-  assert (figures["mean_subgraph_nodes_policy"] <=
-          1.01 * figures["mean_subgraph_nodes_heuristic"])
-  assert figures["recall_policy"] >= figures["recall_heuristic"] + 0.05
+  equal_size, = figures["sweep"]
+  assert (abs(equal_size["mean_subgraph_nodes_policy"] -
+              equal_size["mean_subgraph_nodes_heuristic"]) <=
+          0.01 * equal_size["mean_subgraph_nodes_heuristic"])
+  assert (equal_size["recall_policy"] >=
+          equal_size["recall_heuristic"] - 0.02)
+  # Without the choice signal both retrieve about 0.5 of the gold answer.
+  assert equal_size["recall_policy"] >= 0.62

@@ -6,6 +6,13 @@ memory-mapped on load, so a full ConceptNet opens in about a second):
 * ``indptr`` int64 [V + 1]; the out-edges of concept ``c`` are positions
   ``indptr[c]:indptr[c + 1]``, sorted by ``(dst, rel)``;
 * ``dst`` int32 [E], ``rel`` int16 [E] in ``[0, 2R)``, ``weight`` float32 [E];
+* ``importance`` int32 [E]: each node's edges in the walker's importance
+  order (:func:`racer_jax.kg.bandwidth.importance_order`: higher weight,
+  then the higher degree of the concept the edge leads to, then lower
+  ``dst``, lower ``rel``), as CSR positions: ``importance[indptr[c]:
+  indptr[c + 1]]`` lists ``c``'s edges most important first. Computed once
+  when the store is built; the whole-graph walker's candidates at ``c`` are
+  the first ``B`` (its bandwidth);
 * ``edge_id`` int32 [E]: the global edge id. A deduplicated triple ``t`` (of
   ``T``) has id ``t`` and its materialized inverse (relation ``rel + R``) has
   id ``t + T``, so ids are stable and ``inverse_edge_id`` is arithmetic. The
@@ -25,9 +32,10 @@ import zipfile
 import numpy as np
 
 from racer_jax.kg import relations as rel_lib
+from racer_jax.kg.bandwidth import importance_order
 from racer_jax.kg.ingest import Triples
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the importance order
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,6 +48,7 @@ class KnowledgeGraph:
   rel: np.ndarray
   weight: np.ndarray
   edge_id: np.ndarray
+  importance: np.ndarray
 
   # -- sizes ---------------------------------------------------------------
   @property
@@ -131,7 +140,8 @@ class KnowledgeGraph:
     np.savez(tmp, format_version=np.int64(FORMAT_VERSION),
              concepts_utf8=blob, relations_utf8=rels,
              indptr=self.indptr, dst=self.dst, rel=self.rel,
-             weight=self.weight, edge_id=self.edge_id)
+             weight=self.weight, edge_id=self.edge_id,
+             importance=self.importance)
     os.replace(tmp, path)
 
   @classmethod
@@ -147,7 +157,8 @@ class KnowledgeGraph:
     return cls(concepts=tuple(concepts.split("\n")) if concepts else (),
                relations=tuple(relations.split("\n")),
                indptr=arrays["indptr"], dst=arrays["dst"], rel=arrays["rel"],
-               weight=arrays["weight"], edge_id=arrays["edge_id"])
+               weight=arrays["weight"], edge_id=arrays["edge_id"],
+               importance=arrays["importance"])
 
 
 @dataclasses.dataclass
@@ -194,10 +205,13 @@ def build_graph(triples: Triples) -> tuple[KnowledgeGraph, BuildReport]:
   csr = np.lexsort((rel_all, dst, src))
   indptr = np.zeros(num_concepts + 1, np.int64)
   np.cumsum(np.bincount(src, minlength=num_concepts), out=indptr[1:])
+  dst, rel_all, w_all = dst[csr], rel_all[csr], w_all[csr]
   graph = KnowledgeGraph(concepts=tuple(triples.concepts),
                          relations=rel_lib.relation_names(),
-                         indptr=indptr, dst=dst[csr], rel=rel_all[csr],
-                         weight=w_all[csr], edge_id=eid[csr])
+                         indptr=indptr, dst=dst, rel=rel_all,
+                         weight=w_all, edge_id=eid[csr],
+                         importance=importance_order(indptr, dst, rel_all,
+                                                     w_all))
   report = BuildReport(triples_in=int(n_in), self_loops=int(loop.sum()),
                        duplicates=int(n_in - loop.sum() - t), triples=int(t),
                        concepts=num_concepts, edges_with_inverses=int(2 * t))

@@ -93,11 +93,15 @@ class WalkerPolicy(nn.Module):
     node scores ``s @ act_node_t`` are a plain batched matmul, several times
     faster on CPU than the transposed-operand form.
     """
-    context = (self.query_ctx(query) + self.target_ctx(target) +
-               self.node_ctx.variables["params"]["bias"])
+    context = self.goal_context(query, target)
     act_node_t = jax.lax.optimization_barrier(self.action_node(node_emb).T)
     return {"node_emb": node_emb, "context": context,
             "act_node_t": act_node_t}
+
+  def goal_context(self, query, target):
+    """The query's and target's part of the state [H] (node bias included)."""
+    return (self.query_ctx(query) + self.target_ctx(target) +
+            self.node_ctx.variables["params"]["bias"])
 
   def prepare(self, node_emb, rel_emb, query, target):
     """All tables of one question (:meth:`relation_tables` and
@@ -170,6 +174,24 @@ class WalkerPolicy(nn.Module):
     stop = by_relation[-1] + self.stop_bias
     return jnp.concatenate([by_relation[action_relation] +
                             by_node[action_node], stop[None]])
+
+  def candidate_logits(self, tables, carry, action_relation,
+                       action_node_emb):
+    """:meth:`logits` from the actions' node vectors (the whole-graph
+    walker, where a [H, V] table per question would not fit).
+
+    ``<act_node[v], s> = <emb[v], W s>`` with ``W`` the ``action_node``
+    kernel [d, H], so the K gathered vectors are scored against one [d]
+    vector. Args: ``action_relation`` int32 [K]; ``action_node_emb``
+    float32 [K, d]. Returns [K + 1] (STOP last)."""
+    cell_carry, context = carry
+    s = jnp.tanh(context + self.state_history(self._hidden(cell_carry)))
+    s = jnp.tanh(self.state_out(s))                               # [H]
+    by_relation = s @ tables["act_rel_t"]                         # [R2 + 1]
+    node_query = self._kernel(self.action_node) @ s               # [d]
+    stop = by_relation[-1] + self.stop_bias
+    return jnp.concatenate([by_relation[action_relation] +
+                            action_node_emb @ node_query, stop[None]])
 
   def __call__(self, node_emb, rel_emb, query, target):
     """Touches every parameter (for ``init``); returns start logits."""

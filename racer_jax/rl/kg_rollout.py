@@ -1,0 +1,216 @@
+"""Teacher-guided rollouts over the whole knowledge graph (RACER's
+GraphAgent in its setting): one ``lax.scan`` over hops per walker, ``vmap``
+over walkers and questions.
+
+At each step a walker at node ``u`` reads ``u``'s ≤ B candidates from the
+capped CSR, masks the concepts it already stood on, scores the rest
+semantically and keeps the top K (:mod:`racer_jax.graph.whole_graph`); the
+policy scores those K + STOP. The BFS teacher's distances come from one
+backward frontier relaxation per (question, target) over the whole capped
+graph. Sampling, teacher coins, log-probabilities and rewards are those of
+:mod:`racer_jax.rl.rollout` (the subgraph walker), with the same
+:class:`~racer_jax.rl.rollout.RolloutConfig` and
+:class:`~racer_jax.rl.rollout.Trajectory`; here ``edges`` hold *global*
+edge ids (the shared memory's index) and ``nodes`` global concept ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from racer_jax.graph import whole_graph as wg
+from racer_jax.memory import edge_memory
+from racer_jax.rl import reward as reward_lib
+from racer_jax.rl.policy import MASKED_LOGIT, WalkerPolicy
+from racer_jax.rl.rollout import (RolloutConfig, Trajectory, first_argmax,
+                                  inverse_cdf, policy_distribution,
+                                  relation_tables, sample_categorical)
+
+
+@flax.struct.dataclass
+class GoalInputs:
+  """One (question, target) pair; a leading batch axis when batched.
+
+  Attributes:
+    query, target: float32 [d] unit vectors (the question; the mean of the
+      target's concept vectors).
+    target_concepts: int32 [A] the target's concept ids, -1 padding.
+    starts: int32 [W] start concepts; start_mask: bool [W].
+  """
+  query: jax.Array
+  target: jax.Array
+  target_concepts: jax.Array
+  starts: jax.Array
+  start_mask: jax.Array
+
+
+@flax.struct.dataclass
+class GoalTables:
+  """Per-(question, target) quantities all its walkers share."""
+  distance: jax.Array    # int8 [V] hops to the target (BFS teacher)
+  context: jax.Array     # float32 [H] the policy's goal context
+  rel_query: jax.Array   # float32 [R2] sim(relation, query)
+
+
+def prepare(policy: WalkerPolicy, params, graph: wg.WholeGraph,
+            inputs: GoalInputs, rel_emb, cfg: RolloutConfig) -> GoalTables:
+  return GoalTables(
+      distance=wg.reach_distance(graph, inputs.target_concepts,
+                                 cfg.max_steps),
+      context=policy.apply(params, inputs.query, inputs.target,
+                           method=WalkerPolicy.goal_context),
+      rel_query=rel_emb @ inputs.query)
+
+
+def actions_at(graph: wg.WholeGraph, goal: GoalTables, inputs: GoalInputs,
+               node, visited, cfg: RolloutConfig) -> wg.Candidates:
+  """The walker's action slots at ``node``: K pruned candidates, or all B
+  with pruning off (in importance order)."""
+  cands = wg.score_candidates(wg.candidates(graph, node, visited),
+                              goal.rel_query, inputs.query, inputs.target,
+                              cfg.prune_weights)
+  return wg.prune(cands, cfg.top_k) if cfg.prune else cands
+
+
+def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
+         goal: GoalTables, inputs: GoalInputs, rel_tables: dict, start,
+         uniforms, p_teacher, cfg: RolloutConfig,
+         weights: reward_lib.RewardWeights, edge_quality=None) -> Trajectory:
+  """One walker's episode from ``start`` (a scan over ``max_steps``).
+
+  Args:
+    uniforms: float32 [T, 2] in [0, 1): per step, sampling and teacher coin.
+    edge_quality: optional float32 [E2] shared-memory quality per global
+      edge id (reranks actions by ``cfg.memory_beta``).
+  """
+  t_max = cfg.max_steps
+  tables = {**rel_tables, "node_emb": graph.node_emb,
+            "context": goal.context}
+  targets = inputs.target_concepts
+  is_target = lambda n: jnp.any((n == targets) & (targets >= 0))
+  start = jnp.asarray(start, jnp.int32)
+  on_target = is_target(start)
+  carry = policy.apply(params, tables, start, method=WalkerPolicy.start)
+  descending = cfg.prune and cfg.top_k < graph.bandwidth
+  state = dict(node=start, t=jnp.int32(0), done=on_target, reached=on_target,
+               sim=graph.node_emb[start] @ inputs.target,
+               nodes=jnp.full((t_max + 1,), start, jnp.int32),
+               edges=jnp.full((t_max,), -1, jnp.int32),
+               relations=jnp.full((t_max,), -1, jnp.int32))
+
+  def body(loop, t):
+    state, carry = loop
+    node, done = state["node"], state["done"]
+    acts = actions_at(graph, goal, inputs, node, state["nodes"], cfg)
+    acts = acts.replace(mask=acts.mask & ~done)
+    k = acts.mask.shape[0]
+    logits = policy.apply(params, tables, carry, acts.rel, acts.emb,
+                          method=WalkerPolicy.candidate_logits)
+    if edge_quality is not None and cfg.memory_beta:
+      logits = edge_memory.rerank(
+          logits, jnp.where(acts.mask, edge_quality[acts.edge_id], 0.0),
+          cfg.memory_beta)
+    valid = jnp.concatenate([acts.mask, jnp.ones((1,), bool)])
+    log_probs, probs, cdf = policy_distribution(logits, valid)
+    u_sample, u_teacher = uniforms[t, 0], uniforms[t, 1]
+    if cfg.temperature == 1.0:
+      sampled = inverse_cdf(jax.lax.stop_gradient(cdf), u_sample)
+    else:
+      sampled = sample_categorical(jax.nn.softmax(jnp.where(
+          valid, jax.lax.stop_gradient(logits) / cfg.temperature,
+          MASKED_LOGIT)), u_sample)
+    greedy = first_argmax(log_probs)
+    teacher = jnp.where(done, k, wg.teacher_action(acts, goal.distance, node,
+                                                   descending))
+    forced = (~done) & (u_teacher < p_teacher)
+    if cfg.greedy:
+      action, forced = greedy, jnp.zeros_like(forced)
+    elif cfg.sample_hops >= 0:  # multi-path: sample, then greedy; no teacher
+      action = jnp.where(t < cfg.sample_hops, sampled, greedy)
+      forced = jnp.zeros_like(forced)
+    else:
+      action = jnp.where(forced, teacher, sampled)
+    hit = jnp.arange(k) == action
+    moved = (~done) & jnp.any(hit & acts.mask)
+    chosen = acts.take(jnp.minimum(action, k - 1))
+    nxt = jnp.where(moved, chosen.dst, node)
+    edge = jnp.where(moved, chosen.edge_id, -1)
+    relation = jnp.where(moved, chosen.rel, -1)
+    sim_next = jnp.where(moved, chosen.emb @ inputs.target, state["sim"])
+    arrived = moved & is_target(nxt)
+    r = jnp.where(moved, -weights.step +
+                  weights.relation * goal.rel_query[jnp.maximum(relation, 0)]
+                  + weights.goal * (sim_next - state["sim"]) +
+                  weights.reach * arrived.astype(jnp.float32), 0.0)
+    t_next = state["t"] + moved.astype(jnp.int32)
+    reached = state["reached"] | arrived
+    done_next = done | ~moved | (t_next >= t_max)
+    if cfg.stop_at_target:
+      done_next = done_next | reached
+    slot = moved & (jnp.arange(t_max) == state["t"])
+    new_state = dict(
+        node=nxt, t=t_next, done=done_next, reached=reached, sim=sim_next,
+        nodes=jnp.where(moved & (jnp.arange(t_max + 1) > state["t"]), nxt,
+                        state["nodes"]),
+        edges=jnp.where(slot, edge, state["edges"]),
+        relations=jnp.where(slot, relation, state["relations"]))
+    advanced = policy.apply(params, tables, carry, jnp.maximum(relation, 0),
+                            nxt, method=WalkerPolicy.advance)
+    carry = jax.tree.map(lambda a, b: jnp.where(moved, a, b), advanced, carry)
+    entropy = -jnp.sum(jnp.where(valid, probs * log_probs, 0.0))
+    out = dict(action=action.astype(jnp.int32), log_prob=log_probs[action],
+               entropy=entropy, teacher_forced=forced,
+               teacher_action=teacher.astype(jnp.int32),
+               greedy_action=greedy.astype(jnp.int32), active=~done,
+               reward=r)
+    return (new_state, carry), out
+
+  (final, _), out = jax.lax.scan(body, (state, carry), jnp.arange(t_max))
+  return Trajectory(
+      nodes=final["nodes"], edges=final["edges"],
+      relations=final["relations"], reached=final["reached"],
+      length=final["t"],
+      oracle=goal.distance[start].astype(jnp.int32) <= t_max, **out)
+
+
+def rollout(policy: WalkerPolicy, params, graph: wg.WholeGraph,
+            inputs: GoalInputs, rel_emb, rng, p_teacher, cfg: RolloutConfig,
+            weights: reward_lib.RewardWeights,
+            edge_quality=None) -> Trajectory:
+  """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
+  [B, W]; returns a :class:`Trajectory` with leading axes [B, W]."""
+  if cfg.heuristic_weight:
+    raise ValueError("the whole-graph walker has no HyGRL heuristic prior "
+                     "(walker.heuristic_weight must be 0 with graph=kg)")
+  goals = jax.vmap(lambda x: prepare(policy, params, graph, x, rel_emb,
+                                     cfg))(inputs)
+  rel_tables = relation_tables(policy, params, rel_emb)
+  b, w = inputs.starts.shape
+  uniforms = jax.random.uniform(rng, (b, w, cfg.max_steps, 2))
+  per_walker = jax.vmap(
+      lambda g, x, s, u: walk(policy, params, graph, g, x, rel_tables, s, u,
+                              p_teacher, cfg, weights, edge_quality),
+      in_axes=(None, None, 0, 0))
+  return jax.vmap(per_walker)(goals, inputs, inputs.starts, uniforms)
+
+
+def multipath(policy: WalkerPolicy, params, graph: wg.WholeGraph,
+              inputs: GoalInputs, rel_emb, rng, cfg: RolloutConfig,
+              weights: reward_lib.RewardWeights, edge_quality=None):
+  """RACER's multi-path generation on the whole graph: sample (at
+  ``cfg.temperature``) the first ``cfg.sample_hops`` hops (default half),
+  then greedy, no teacher. Returns ``(trajectory [B, W, ...], distinct
+  bool [B, W], path_log_prob [B, W])``."""
+  from racer_jax.rl.rollout import distinct_paths
+  hops = cfg.sample_hops if cfg.sample_hops >= 0 else cfg.max_steps // 2
+  cfg = dataclasses.replace(cfg, greedy=False, sample_hops=hops)
+  traj = rollout(policy, params, graph, inputs, rel_emb, rng, 0.0, cfg,
+                 weights, edge_quality)
+  distinct = jax.vmap(distinct_paths)(traj.nodes, traj.edges,
+                                      inputs.start_mask)
+  log_prob = jnp.sum(jnp.where(traj.active, traj.log_prob, 0.0), axis=-1)
+  return traj, distinct, log_prob

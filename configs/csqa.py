@@ -4,4 +4,6 @@ from configs import default
 
 
 def get_config():
-  return default.get_config()
+  config = default.get_config()
+  config.walker.graph = "kg"  # RACER's setting: the whole graph
+  return config

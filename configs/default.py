@@ -60,6 +60,15 @@ def get_config() -> ml_collections.ConfigDict:
 
   # The RL walker (RACER's GraphAgent).
   config.walker = ml_collections.ConfigDict()
+  # "kg": walk the whole knowledge graph (each node's first `bandwidth`
+  # edges in the store's importance order are its candidates); "subgraph":
+  # the per-question subgraph cut between question and choices (kept for
+  # comparison and HyGRL).
+  config.walker.graph = "subgraph"
+  config.walker.bandwidth = 256
+  config.walker.max_question_concepts = 32  # kg: start concepts kept
+  config.walker.max_choice_concepts = 8     # kg: target concepts per choice
+  config.walker.eval_samples = 16  # kg: sampled walks per choice in eval
   config.walker.hidden = 64
   config.walker.recurrent = "gru"  # or "lstm"
   config.walker.num_walkers = 8     # per (question, target)

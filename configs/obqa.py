@@ -9,4 +9,5 @@ def get_config():
   config.data.dataset = "obqa"
   config.data.splits = ("train", "dev")
   config.batch.num_choices = 4
+  config.walker.graph = "kg"  # RACER's setting: the whole graph
   return config

@@ -27,6 +27,7 @@ class SplitData:
   examples: list[qa.QAExample]
   subgraphs: list[Subgraph]
   dataset: BucketedDataset | sharded_lib.ShardedDataset
+  query: np.ndarray | None = None  # float32 [len(examples), d]
 
 
 @dataclasses.dataclass
@@ -99,7 +100,7 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
       subgraphs = cache.load_subgraphs(cached)
       ids = np.flatnonzero(kept)
       out[split] = SplitData(examples, subgraphs, dataset_of(
-          ids, [subgraphs[i] for i in ids]))
+          ids, [subgraphs[i] for i in ids]), query)
       continue
     num_shards, held = shards[split]
     bounds = sharded_lib.shard_bounds(len(examples), num_shards)
@@ -115,6 +116,6 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
                                          num_shards, parts)
     log(f"{split}: holding question shards {list(held)} of {num_shards} "
         f"({dataset.num_questions:,} of {len(examples):,} questions)")
-    out[split] = SplitData(examples, subgraphs, dataset)
+    out[split] = SplitData(examples, subgraphs, dataset, query)
   return Workspace(kg=kg, concept_emb=concept_emb, relation_emb=relation_emb,
                    splits=out, prep_dir=prep_dir, report=report)

@@ -78,6 +78,10 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   ``stop_after`` ends this invocation after that many updates (as if the
   process were stopped); the next call with the same workdir resumes.
   """
+  if config.walker.get("graph", "subgraph") == "kg":
+    from racer_jax.driver.train_kg_walker import train_kg
+    return train_kg(config, data_dir, workdir, progress=progress, log=log,
+                    stop_after=stop_after)
   t = config.train
   num_shards, held = question_shards(config)
   workdir, ws, eval_split = start_run(

@@ -154,6 +154,10 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   for the with/without comparison); the memory itself comes from the
   checkpoint.
   """
+  if config.walker.get("graph", "subgraph") == "kg":
+    from racer_jax.eval.kg_walker_eval import evaluate_kg
+    return evaluate_kg(config, data_dir, workdir, step=step, split=split,
+                       memory_beta=memory_beta, progress=progress, log=log)
   workdir = Path(workdir)
   if memory_beta is not None:
     config = config.copy_and_resolve_references()

@@ -180,9 +180,11 @@ def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
 def rollout(policy: WalkerPolicy, params, graph: wg.WholeGraph,
             inputs: GoalInputs, rel_emb, rng, p_teacher, cfg: RolloutConfig,
             weights: reward_lib.RewardWeights,
-            edge_quality=None) -> Trajectory:
+            edge_quality=None, uniforms=None) -> Trajectory:
   """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
-  [B, W]; returns a :class:`Trajectory` with leading axes [B, W]."""
+  [B, W]; returns a :class:`Trajectory` with leading axes [B, W].
+  ``uniforms`` float32 [B, W, T, 2] replaces the draws from ``rng`` (the
+  baselines' parity tests pass the same to both)."""
   if cfg.heuristic_weight:
     raise ValueError("the whole-graph walker has no HyGRL heuristic prior "
                      "(walker.heuristic_weight must be 0 with graph=kg)")
@@ -190,7 +192,8 @@ def rollout(policy: WalkerPolicy, params, graph: wg.WholeGraph,
                                      cfg))(inputs)
   rel_tables = relation_tables(policy, params, rel_emb)
   b, w = inputs.starts.shape
-  uniforms = jax.random.uniform(rng, (b, w, cfg.max_steps, 2))
+  if uniforms is None:
+    uniforms = jax.random.uniform(rng, (b, w, cfg.max_steps, 2))
   per_walker = jax.vmap(
       lambda g, x, s, u: walk(policy, params, graph, g, x, rel_tables, s, u,
                               p_teacher, cfg, weights, edge_quality),

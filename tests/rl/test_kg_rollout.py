@@ -137,3 +137,85 @@ def test_rollout_matches_reference(world, case):
   assert moves > 0
   if p_teacher == 1.0:
     assert reached > 0  # the teacher leads walks to their targets
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_numpy_baseline_matches_jax(world, case):
+  from racer_jax.rl import kg_numpy_baseline
+  kg, emb, rel_emb, inputs = world
+  recurrent, cfg, p_teacher = CASES[case]
+  table = bandwidth.candidate_table(kg, BW)
+  graph = wg.from_table(table, emb)
+  policy = WalkerPolicy(hidden=16, recurrent=recurrent)
+  params = init_policy(policy, jax.random.PRNGKey(1), DIM)
+  uniforms = jax.random.uniform(jax.random.PRNGKey(4), (B, W, cfg.max_steps,
+                                                        2))
+  traj = jax.device_get(jax.jit(lambda p: kg_rollout.rollout(
+      policy, p, graph, inputs, jnp.asarray(rel_emb), None, p_teacher, cfg,
+      WEIGHTS, uniforms=uniforms))(params))
+  got = kg_numpy_baseline.rollout(
+      jax.device_get(params), table, emb, rel_emb, jax.device_get(inputs),
+      np.asarray(uniforms), p_teacher, cfg, WEIGHTS)
+  for name in ("nodes", "edges", "relations", "reached", "length", "oracle",
+               "action", "teacher_action", "greedy_action", "active",
+               "teacher_forced"):
+    np.testing.assert_array_equal(got[name], getattr(traj, name),
+                                  err_msg=f"{case} {name}")
+  act = traj.active
+  for name in ("log_prob", "entropy", "reward"):
+    np.testing.assert_allclose(np.where(act, got[name], 0),
+                               np.where(act, getattr(traj, name), 0),
+                               rtol=2e-4, atol=2e-5, err_msg=f"{case} {name}")
+
+
+def _torch_inputs(inputs):
+  from racer_jax.rl.torch_reference import to_torch
+  return {k: to_torch(np.asarray(getattr(inputs, k))) for k in (
+      "query", "target", "target_concepts", "starts", "start_mask")}
+
+
+@pytest.mark.parametrize("case", ["sample-prune-stop", "greedy-full-nostop-lstm",
+                                  "teacher-prune"])
+def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):
+  torch = pytest.importorskip("torch")
+  from racer_jax.rl import kg_torch_baseline
+  from racer_jax.rl.torch_reference import to_torch, walker_loss
+  from racer_jax.rl.train import WalkerTrainConfig, _walker_losses
+  kg, emb, rel_emb, inputs = world
+  recurrent, cfg, p_teacher = CASES[case]
+  table = bandwidth.candidate_table(kg, BW)
+  graph = wg.from_table(table, emb)
+  policy = WalkerPolicy(hidden=16, recurrent=recurrent)
+  params = init_policy(policy, jax.random.PRNGKey(1), DIM)
+  uniforms = jax.random.uniform(jax.random.PRNGKey(5), (B, W, cfg.max_steps,
+                                                        2))
+  train_cfg = WalkerTrainConfig(rollout=cfg, num_walkers=W, reward=WEIGHTS)
+
+  def jax_loss(p):
+    traj = kg_rollout.rollout(policy, p, graph, inputs, jnp.asarray(rel_emb),
+                              None, p_teacher, cfg, WEIGHTS,
+                              uniforms=uniforms)
+    valid = inputs.start_mask
+    per = jax.vmap(lambda t, v: _walker_losses(t, train_cfg, v))(traj, valid)
+    return jnp.sum(per * valid) / jnp.sum(valid), traj
+
+  (loss, traj), grads = jax.jit(jax.value_and_grad(jax_loss, has_aux=True))(
+      params)
+  tparams = to_torch(jax.device_get(params), requires_grad=True)
+  g = kg_torch_baseline.graph_to_torch(table, emb, rel_emb)
+  got = kg_torch_baseline.rollout(tparams, g, _torch_inputs(inputs),
+                                  torch.from_numpy(np.array(uniforms)),
+                                  p_teacher, cfg, WEIGHTS)
+  for name in ("nodes", "edges", "relations", "reached", "length", "action",
+               "teacher_action", "active", "teacher_forced", "oracle"):
+    np.testing.assert_array_equal(got[name].numpy(), getattr(traj, name),
+                                  err_msg=f"{case} {name}")
+  tloss = walker_loss(got, _torch_inputs(inputs)["start_mask"], train_cfg)
+  tloss.backward()
+  np.testing.assert_allclose(float(tloss.detach()), float(loss), rtol=1e-4, atol=1e-5)
+  flat_j = jax.tree.leaves(jax.device_get(grads))
+  flat_t = jax.tree.leaves(jax.tree.map(
+      lambda x: x.grad.numpy() if x.grad is not None else np.zeros(x.shape),
+      tparams, is_leaf=lambda x: isinstance(x, torch.Tensor)))
+  for a, b in zip(flat_j, flat_t):
+    np.testing.assert_allclose(b, a, rtol=2e-3, atol=2e-5)

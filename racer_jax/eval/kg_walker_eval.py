@@ -1,0 +1,185 @@
+"""Goal-conditioned evaluation of the whole-graph walker.
+
+For every question and every choice, greedy walkers start from the question
+concepts toward that choice's concepts over the whole capped graph. The
+figures are those of :mod:`racer_jax.eval.walker_eval` (``path_hit_rate``,
+``oracle_hit_rate`` — now the gold reachable within T hops on the whole
+capped graph —, ``path_hit_rate_reachable``, ``gold_reach_rate``,
+``distractor_reach_rate``, ``teacher_agreement``, ``mean_path_length``,
+``retrieved_recall`` / ``retrieved_nodes``) and:
+
+* ``walker_choice_accuracy``: per labeled question, the choice that the
+  walker's ``walker.eval_samples`` sampled walks (toward each choice) reach
+  most often, ties by the best reaching walk's log-probability, remaining
+  ties (e.g. no choice reached) drawn uniformly with a fixed seed; chance is
+  1 / #choices. ``walker_choice_no_reach`` is the share of questions where
+  no sampled walk reached any choice.
+
+Per-question rows (reach per choice, the gold choice's reaching paths) go
+to ``eval/<split>_step<N>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import jax
+import numpy as np
+import tqdm
+
+
+def _path_text(kg, nodes, relations) -> str:
+  parts = [kg.concepts[int(nodes[0])]]
+  for t, r in enumerate(relations):
+    if r < 0:
+      break
+    parts.append(f"--{kg.relations[int(r)]}--> {kg.concepts[int(nodes[t + 1])]}")
+  return " ".join(parts)
+
+
+def walker_choice(reach, best_log_prob, valid, rng) -> int:
+  """The choice reached most often (ties: best log-probability, then a
+  uniform draw from ``rng``) among ``valid`` choices."""
+  key = np.where(valid, reach, -1).astype(np.float64)
+  top = valid & (key == key.max())
+  lp = np.where(top, best_log_prob, -np.inf)
+  top = top & (lp == lp.max())
+  return int(rng.choice(np.flatnonzero(top)))
+
+
+def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
+                batch_size: int, *, rows_file=None, progress: bool = False,
+                desc: str = "evaluate", memory=None) -> dict:
+  """Runs the jitted evaluation (:func:`racer_jax.rl.kg_train.
+  make_kg_eval_step`) over a :class:`~racer_jax.data.goal_batch.GoalDataset`
+  ``data`` whose ``example_index`` points into ``examples``."""
+  tie_rng = np.random.default_rng(0)
+  totals = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
+                agree=0, decisions=0, gold_reach=0, gold_valid=0,
+                distractor_reach=0, distractor_valid=0, retrieved=0,
+                retrieved_recall=0.0, retrieved_nodes=0, choice_right=0,
+                choice_no_reach=0, choice_scored=0)
+  for batch in tqdm.tqdm(data.ordered_batches(batch_size),
+                         total=data.batches_per_epoch(batch_size), desc=desc,
+                         disable=not progress):
+    out = jax.device_get(evaluate_fn(params, graph, batch, relation_emb,
+                                     memory))
+    for row in np.nonzero(batch.example_mask)[0]:
+      ex = examples[int(batch.example_index[row])]
+      gold = ex.answer_index
+      record = {"id": ex.id, "gold": gold,
+                "reached": out["reached"][row].tolist(),
+                "oracle": out["oracle"][row].tolist()}
+      valid = out["valid"][row]
+      if "sample_reach" in out:
+        record["sample_reach"] = out["sample_reach"][row].tolist()
+      if gold is None:
+        if rows_file is not None:
+          rows_file.write(json.dumps(record) + "\n")
+        continue
+      totals["labeled"] += 1
+      hit, orc = bool(out["reached"][row, gold]), bool(out["oracle"][row, gold])
+      totals["hit"] += hit
+      totals["oracle"] += orc
+      totals["hit_and_oracle"] += hit and orc
+      totals["length"] += int(out["length"][row, gold]) if hit else 0
+      totals["agree"] += int(out["agree"][row, gold])
+      totals["decisions"] += int(out["decisions"][row, gold])
+      gold_concepts = batch.choice_concepts[row, gold]
+      gold_concepts = gold_concepts[gold_concepts >= 0]
+      if gold_concepts.size:
+        visited = np.unique(out["nodes"][row][valid])
+        totals["retrieved"] += 1
+        totals["retrieved_recall"] += np.isin(gold_concepts, visited).mean()
+        totals["retrieved_nodes"] += visited.size
+      for c in range(min(len(ex.choices), valid.shape[0])):
+        if valid[c]:
+          key = "gold" if c == gold else "distractor"
+          totals[f"{key}_valid"] += 1
+          totals[f"{key}_reach"] += bool(out["reached"][row, c])
+      if "sample_reach" in out and valid.any():
+        reach = out["sample_reach"][row]
+        pick = walker_choice(reach, out["sample_best_log_prob"][row], valid,
+                             tie_rng)
+        totals["choice_scored"] += 1
+        totals["choice_right"] += pick == gold
+        totals["choice_no_reach"] += not (reach[valid] > 0).any()
+        record["walker_choice"] = pick
+      if rows_file is not None:
+        record["gold_paths"] = sorted({
+            _path_text(kg, out["nodes"][row, gold, w],
+                       out["relations"][row, gold, w])
+            for w in np.nonzero(out["walk_reached"][row, gold])[0]})
+        rows_file.write(json.dumps(record) + "\n")
+  n = max(totals["labeled"], 1)
+  figures = {
+      "questions": len(data), "labeled": totals["labeled"],
+      "path_hit_rate": totals["hit"] / n,
+      "oracle_hit_rate": totals["oracle"] / n,
+      "path_hit_rate_reachable": totals["hit_and_oracle"] / max(
+          totals["oracle"], 1),
+      "mean_path_length": totals["length"] / max(totals["hit"], 1),
+      "teacher_agreement": totals["agree"] / max(totals["decisions"], 1),
+      "gold_reach_rate": totals["gold_reach"] / max(totals["gold_valid"], 1),
+      "distractor_reach_rate": totals["distractor_reach"] / max(
+          totals["distractor_valid"], 1),
+      "retrieved_recall": totals["retrieved_recall"] / max(
+          totals["retrieved"], 1),
+      "retrieved_nodes": totals["retrieved_nodes"] / max(
+          totals["retrieved"], 1),
+  }
+  if totals["choice_scored"]:
+    # unanswerable questions (no grounded choice) count as wrong
+    figures["walker_choice_accuracy"] = totals["choice_right"] / n
+    figures["walker_choice_no_reach"] = totals["choice_no_reach"] / max(
+        totals["choice_scored"], 1)
+  return figures
+
+
+def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
+                split: str | None = None, memory_beta: float | None = None,
+                progress: bool = True,
+                log: Callable[[str], None] = print) -> dict:
+  """Evaluates a whole-graph walker checkpoint of ``workdir`` on ``split``."""
+  from racer_jax.driver import common
+  from racer_jax.driver.inputs import load_workspace
+  from racer_jax.driver.train_kg_walker import goal_data, whole_graph
+  from racer_jax.rl import kg_train
+  workdir = Path(workdir)
+  if memory_beta is not None:
+    config = config.copy_and_resolve_references()
+    with config.unlocked():
+      config.memory.beta = float(memory_beta)
+  split = split or config.eval.split
+  ws = load_workspace(config, data_dir, common.prep_dir_of(config, workdir),
+                      [split], progress=progress, log=log)
+  policy, state, _, step = common.restore_walker(
+      config, workdir, embed_dim=ws.concept_emb.shape[1],
+      num_edges=ws.kg.num_edges, step=step, log=log)
+  evaluate_fn = kg_train.make_kg_eval_step(
+      policy, common.walker_train_config(config),
+      config.walker.get("eval_samples", 0))
+  graph = whole_graph(config, ws, log)
+  data = goal_data(config, ws, split, log)
+  out_dir = workdir / "eval"
+  out_dir.mkdir(exist_ok=True)
+  rows_path = out_dir / f"{split}_step{step}.jsonl"
+  with open(rows_path, "w", encoding="utf-8") as f:
+    figures = run_kg_eval(evaluate_fn, state.params, graph, data,
+                          ws.splits[split].examples, ws.kg, ws.relation_emb,
+                          config.eval.batch_size, rows_file=f,
+                          progress=progress, desc=f"evaluate {split}",
+                          memory=state.memory)
+    f.flush()
+    os.fsync(f.fileno())
+  figures = {"split": split, "step": step, "graph": "kg", **figures,
+             "bandwidth": config.walker.bandwidth,
+             "memory_beta": common.memory_beta(config),
+             "max_steps": config.walker.max_steps,
+             "per_question_file": str(rows_path)}
+  (out_dir / f"{split}_step{step}.metrics.json").write_text(
+      json.dumps(figures, indent=1))
+  return figures

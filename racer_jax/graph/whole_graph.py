@@ -12,15 +12,15 @@ Pruning scores every candidate ``u -r-> v`` by
 
     w_rel · sim(query, r) + w_query · sim(query, v) + w_target · sim(target, v)
 
-from *gathers* of the candidates' node vectors: ``emb[v] · (w_query q +
-w_target t)`` is one [B, d] @ [d] product per walker step. The alternative,
-per-question score tables ``emb @ q`` over all V nodes, costs V·d per
-question against W·T·B·d per question for the gathers (W walkers, T hops):
-equal at CN-100K's V = 76k with 8 walkers, 8× more at 800k concepts, and
-the tables take V floats per question of memory where the gathers are
-transient; the gathered vectors are also what the policy scores. The top
-K (``lax.top_k``, ties by lower slot) stay; the policy sees only those K
-plus STOP. Concepts the walk already stood on are masked first: a cycle
+in one of two exact ways: *gathers* of the B candidates' node vectors,
+``emb[v] · (w_query q + w_target t)``, one [B, d] @ [d] product per walker
+step (W·T·B·d per question, W walkers, T hops); or a *per-question table*
+``emb @ (w_query q + w_target t)`` over all V nodes (V·d per question, V
+floats of memory) from which B scalars are gathered, and only the K kept
+candidates' vectors (for the policy). Which is cheaper depends on V
+against W·T·B; ``RolloutConfig.score_tables`` chooses (the ``kg_rollout``
+benchmark times both). The top K (``lax.top_k``, ties by lower slot) stay;
+the policy sees only those K plus STOP. Concepts the walk already stood on are masked first: a cycle
 explains nothing.
 """
 
@@ -87,7 +87,8 @@ class Candidates:
 
 def candidates(graph: WholeGraph, node, visited) -> Candidates:
   """The candidates of ``node`` [B], those leading to a ``visited`` concept
-  (int32 [T + 1], the walk so far) masked; scores not yet set."""
+  (int32 [T + 1], the walk so far) masked; node vectors not yet gathered
+  (``emb`` [B, 0]) and scores not yet set."""
   b = graph.bandwidth
   lo, hi = graph.ptr[node], graph.ptr[node + 1]
   slot = jnp.arange(b, dtype=jnp.int32)
@@ -96,21 +97,35 @@ def candidates(graph: WholeGraph, node, visited) -> Candidates:
   seen = jnp.any(dst[:, None] == visited[None, :], axis=1)
   mask = (slot < hi - lo) & ~seen
   return Candidates(dst=dst, rel=graph.rel[pos], edge_id=graph.edge_id[pos],
-                    mask=mask, emb=graph.node_emb[dst],
+                    mask=mask, emb=jnp.zeros((b, 0), graph.node_emb.dtype),
                     score=jnp.zeros((b,), jnp.float32))
 
 
-def score_candidates(cands: Candidates, rel_query, query, target,
-                     weights) -> Candidates:
+def with_vectors(graph: WholeGraph, cands: Candidates) -> Candidates:
+  """Gathers the candidates' node vectors (once)."""
+  if cands.emb.shape[-1]:
+    return cands
+  return cands.replace(emb=graph.node_emb[cands.dst])
+
+
+def score_candidates(graph: WholeGraph, cands: Candidates, rel_query,
+                     query, target, weights, node_score=None) -> Candidates:
   """Sets the semantic score of every candidate.
 
   Args:
     rel_query: float32 [R2] = sim(relation, query); query, target: [d].
     weights: ``(w_rel, w_query, w_target)``.
+    node_score: optional float32 [V], ``node_emb @ (w_query q + w_target
+      t)`` for every node (the per-question table); without it the
+      candidates' vectors are gathered and scored.
   """
   w_rel, w_query, w_target = weights
-  score = (w_rel * rel_query[cands.rel] +
-           cands.emb @ (w_query * query + w_target * target))
+  if node_score is None:
+    cands = with_vectors(graph, cands)
+    by_node = cands.emb @ (w_query * query + w_target * target)
+  else:
+    by_node = node_score[cands.dst]
+  score = w_rel * rel_query[cands.rel] + by_node
   # -0.0 -> +0.0: exact ties must go by slot.
   score = jnp.where(score == 0, 0.0, score)
   return cands.replace(score=jnp.where(cands.mask, score, -jnp.inf))

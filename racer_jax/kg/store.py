@@ -174,8 +174,12 @@ class BuildReport:
     return dataclasses.asdict(self)
 
 
-def build_graph(triples: Triples) -> tuple[KnowledgeGraph, BuildReport]:
+def build_graph(triples: Triples, relation_names: tuple[str, ...] = ()
+                ) -> tuple[KnowledgeGraph, BuildReport]:
   """Dedups, removes self-loops, adds inverses and builds the CSR store.
+
+  ``relation_names``: the R forward relations of ``triples.rel`` (default:
+  ConceptNet's merged relations); inverses are named ``"_" + name``.
 
   Duplicate ``(head, rel, tail)`` triples keep their largest weight. Concepts
   left without any edge (e.g. only in self-loops) are kept in the vocabulary
@@ -187,7 +191,7 @@ def build_graph(triples: Triples) -> tuple[KnowledgeGraph, BuildReport]:
   loop = head == tail
   head, rel, tail, weight = head[~loop], rel[~loop], tail[~loop], weight[~loop]
   num_concepts = len(triples.concepts)
-  r = rel_lib.NUM_RELATIONS
+  r = len(relation_names) or rel_lib.NUM_RELATIONS
   key = (head * num_concepts + tail) * r + rel  # fits int64 for 10^6 concepts
   # Sort by key, then by descending weight, keep the first of each key.
   order = np.lexsort((-weight, key))
@@ -207,7 +211,10 @@ def build_graph(triples: Triples) -> tuple[KnowledgeGraph, BuildReport]:
   np.cumsum(np.bincount(src, minlength=num_concepts), out=indptr[1:])
   dst, rel_all, w_all = dst[csr], rel_all[csr], w_all[csr]
   graph = KnowledgeGraph(concepts=tuple(triples.concepts),
-                         relations=rel_lib.relation_names(),
+                         relations=(tuple(relation_names) + tuple(
+                             "_" + x for x in relation_names)
+                                    if relation_names else
+                                    rel_lib.relation_names()),
                          indptr=indptr, dst=dst, rel=rel_all,
                          weight=w_all, edge_id=eid[csr],
                          importance=importance_order(indptr, dst, rel_all,

@@ -86,11 +86,12 @@ def reach_distance(table, targets, max_hops: int) -> np.ndarray:
 
 
 def rollout(params, table, node_emb, rel_emb, inputs, uniforms, p_teacher,
-            cfg: RolloutConfig, weights) -> dict:
+            cfg: RolloutConfig, weights, teacher: bool = True) -> dict:
   """All walkers of ``inputs`` (a NumPy ``GoalInputs`` [B, ...]) per hop.
 
   Returns the :class:`~racer_jax.rl.rollout.Trajectory` fields as arrays
-  [B, W, ...]."""
+  [B, W, ...]; ``teacher=False`` skips the BFS distances (as the JAX
+  rollout's)."""
   node_emb, rel_emb = np.asarray(node_emb, F32), np.asarray(rel_emb, F32)
   tab = policy_tables(params, node_emb, rel_emb)
   p = _unwrap(params)
@@ -103,7 +104,8 @@ def rollout(params, table, node_emb, rel_emb, inputs, uniforms, p_teacher,
   context = (_dense(p["query_ctx"], q) + _dense(p["target_ctx"], tgt) +
              p["node_ctx"]["bias"])[qi]
   rel_query = (q @ rel_emb.T)[qi]
-  dist = reach_distance(table, targets, t_max)
+  dist = (reach_distance(table, targets, t_max) if teacher else
+          np.full((b, table.ptr.shape[0] - 1), UNREACHABLE, np.int8))
   w_rel, w_query, w_target = cfg.prune_weights
   mix = (w_query * q + w_target * tgt)[qi]
   tq = targets[qi]

@@ -54,26 +54,50 @@ class GoalTables:
   distance: jax.Array    # int8 [V] hops to the target (BFS teacher)
   context: jax.Array     # float32 [H] the policy's goal context
   rel_query: jax.Array   # float32 [R2] sim(relation, query)
+  node_score: jax.Array  # float32 [V] pruning's node term (score_tables),
+  #                        else [0]
 
 
 def prepare(policy: WalkerPolicy, params, graph: wg.WholeGraph,
-            inputs: GoalInputs, rel_emb, cfg: RolloutConfig) -> GoalTables:
-  return GoalTables(
-      distance=wg.reach_distance(graph, inputs.target_concepts,
-                                 cfg.max_steps),
-      context=policy.apply(params, inputs.query, inputs.target,
-                           method=WalkerPolicy.goal_context),
-      rel_query=rel_emb @ inputs.query)
+            inputs: GoalInputs, rel_emb, cfg: RolloutConfig, *,
+            teacher: bool = True, distance_batch: int = 8) -> GoalTables:
+  """The goal tables of a batch (``inputs`` [B, ...]). The BFS distances
+  run ``distance_batch`` questions at a time (``lax.map``): each holds
+  [Ec] transients. ``teacher=False`` (inference without a teacher)
+  skips them: every node counts as out of reach."""
+  b, v = inputs.query.shape[0], graph.num_nodes
+  if teacher:
+    distance = jax.lax.map(
+        lambda t: wg.reach_distance(graph, t, cfg.max_steps),
+        inputs.target_concepts, batch_size=min(b, distance_batch))
+  else:
+    distance = jnp.full((b, v), wg.UNREACHABLE, jnp.int8)
+  context = jax.vmap(lambda q, t: policy.apply(
+      params, q, t, method=WalkerPolicy.goal_context))(inputs.query,
+                                                       inputs.target)
+  if cfg.score_tables and cfg.prune:
+    _, w_query, w_target = cfg.prune_weights
+    mix = w_query * inputs.query + w_target * inputs.target       # [B, d]
+    node_score = mix @ graph.node_emb.T                           # [B, V]
+  else:
+    node_score = jnp.zeros((b, 0), jnp.float32)
+  return GoalTables(distance=distance, context=context,
+                    rel_query=inputs.query @ rel_emb.T,
+                    node_score=node_score)
 
 
 def actions_at(graph: wg.WholeGraph, goal: GoalTables, inputs: GoalInputs,
                node, visited, cfg: RolloutConfig) -> wg.Candidates:
   """The walker's action slots at ``node``: K pruned candidates, or all B
   with pruning off (in importance order)."""
-  cands = wg.score_candidates(wg.candidates(graph, node, visited),
-                              goal.rel_query, inputs.query, inputs.target,
-                              cfg.prune_weights)
-  return wg.prune(cands, cfg.top_k) if cfg.prune else cands
+  cands = wg.candidates(graph, node, visited)
+  cands = wg.score_candidates(
+      graph, cands, goal.rel_query, inputs.query, inputs.target,
+      cfg.prune_weights,
+      goal.node_score if goal.node_score.shape[-1] else None)
+  if cfg.prune:
+    cands = wg.prune(cands, cfg.top_k)
+  return wg.with_vectors(graph, cands)
 
 
 def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
@@ -180,16 +204,19 @@ def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
 def rollout(policy: WalkerPolicy, params, graph: wg.WholeGraph,
             inputs: GoalInputs, rel_emb, rng, p_teacher, cfg: RolloutConfig,
             weights: reward_lib.RewardWeights,
-            edge_quality=None, uniforms=None) -> Trajectory:
+            edge_quality=None, uniforms=None,
+            teacher: bool = True) -> Trajectory:
   """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
   [B, W]; returns a :class:`Trajectory` with leading axes [B, W].
   ``uniforms`` float32 [B, W, T, 2] replaces the draws from ``rng`` (the
-  baselines' parity tests pass the same to both)."""
+  baselines' parity tests pass the same to both); ``teacher=False``
+  leaves out the BFS teacher (pure inference: teacher actions STOP,
+  ``oracle`` False), which needs ``p_teacher = 0``."""
   if cfg.heuristic_weight:
     raise ValueError("the whole-graph walker has no HyGRL heuristic prior "
                      "(walker.heuristic_weight must be 0 with graph=kg)")
-  goals = jax.vmap(lambda x: prepare(policy, params, graph, x, rel_emb,
-                                     cfg))(inputs)
+  goals = prepare(policy, params, graph, inputs, rel_emb, cfg,
+                  teacher=teacher)
   rel_tables = relation_tables(policy, params, rel_emb)
   b, w = inputs.starts.shape
   if uniforms is None:

@@ -61,7 +61,7 @@ def reach_distance(g, targets, max_hops: int):
 
 
 def rollout(params, g, inputs, uniforms, p_teacher, cfg: RolloutConfig,
-            weights) -> dict:
+            weights, teacher: bool = True) -> dict:
   """All walkers of ``inputs`` (tensors ``query``, ``target``,
   ``target_concepts``, ``starts`` [B, ...]) per hop; ``params`` torch
   leaves (gradients flow to them). Returns Trajectory fields [B, W, ...]."""
@@ -89,7 +89,8 @@ def rollout(params, g, inputs, uniforms, p_teacher, cfg: RolloutConfig,
              p["node_ctx"]["bias"])[qi]
   with torch.no_grad():
     rel_query = (q @ rel_emb.T)[qi]
-    dist = reach_distance(g, targets, t_max)
+    dist = (reach_distance(g, targets, t_max) if teacher else torch.full(
+        (b, g["ptr"].shape[0] - 1), UNREACHABLE, dtype=torch.int8))
   w_rel, w_query, w_target = cfg.prune_weights
   mix = (w_query * q + w_target * tgt)[qi]
   tq, tgt_n = targets[qi], tgt[qi]

@@ -26,6 +26,9 @@ CASES = {
     "greedy-full-nostop-lstm": ("lstm", RolloutConfig(
         max_steps=4, prune=False, stop_at_target=False, greedy=True), 0.0),
     "sample-full": ("gru", RolloutConfig(max_steps=3, prune=False), 0.3),
+    "teacher-prune-tables": ("gru", RolloutConfig(
+        max_steps=3, top_k=4, score_tables=True,
+        prune_weights=(0.5, 1.0, 1.5)), 0.7),
 }
 
 

@@ -25,7 +25,7 @@ from racer_jax.agents.templates import Triple
 from racer_jax.driver import common
 from racer_jax.driver.checkpoints import Checkpointer, restore_template
 from racer_jax.driver.train_refiner import (create_state, load_walker,
-                                            refiner_config)
+                                            refiner_config, walker_graph)
 from racer_jax.memory import edge_memory
 from racer_jax.refine import training
 
@@ -53,14 +53,20 @@ class RetrievedPath:
 
 
 def read_paths(kg, batch, out: dict, row: int, num_choices: int,
-               keep: int) -> list[list[RetrievedPath]]:
+               keep: int, global_ids: bool = False
+               ) -> list[list[RetrievedPath]]:
   """One question's best ``keep`` paths per choice (host side).
 
-  ``out``: the retriever's output, on the host; ``row``: the batch row.
-  Zero-hop paths carry no evidence and are skipped.
+  ``out``: the retriever's output, on the host; ``row``: the batch row;
+  ``global_ids``: its nodes and edges are global ids (the whole-graph
+  walker), not the row's subgraph's. Zero-hop paths carry no evidence and
+  are skipped.
   """
-  concept = np.asarray(batch.graphs.nodes["concept"][row])
-  edge_id = np.asarray(batch.graphs.edges["edge_id"][row])
+  if global_ids:
+    concept = edge_id = lambda i: int(i)
+  else:
+    concept = np.asarray(batch.graphs.nodes["concept"][row]).__getitem__
+    edge_id = np.asarray(batch.graphs.edges["edge_id"][row]).__getitem__
   valid, score = out["valid"][row], out["score"][row]
   per_choice: list[list[RetrievedPath]] = [[] for _ in range(num_choices)]
   for p in np.argsort(-score, kind="stable"):
@@ -69,13 +75,13 @@ def read_paths(kg, batch, out: dict, row: int, num_choices: int,
       continue
     triples, ok = [], True
     for h in np.flatnonzero(out["edges"][row, p] >= 0):
-      head = int(concept[out["nodes"][row, p, h]])
-      tail = int(concept[out["nodes"][row, p, h + 1]])
+      head = int(concept(out["nodes"][row, p, h]))
+      tail = int(concept(out["nodes"][row, p, h + 1]))
       rel = int(out["relations"][row, p, h])
       ok &= kg.has_edge(head, rel, tail)
       triples.append(Triple(kg.concepts[head], kg.relations[rel],
                             kg.concepts[tail],
-                            int(edge_id[out["edges"][row, p, h]])))
+                            int(edge_id(out["edges"][row, p, h]))))
     if triples:
       per_choice[c].append(RetrievedPath(triples, float(score[p]),
                                          bool(out["reached"][row, p]),
@@ -139,7 +145,8 @@ class GraphAgent:
       self._walker_cfg = dataclasses.replace(
           self._walker_cfg, rollout=dataclasses.replace(
               self._walker_cfg.rollout, **rollout_overrides))
-    self._cfg = refiner_config(rconfig)
+    self._cfg = refiner_config(rconfig, wconfig)
+    self._whole = walker_graph(wconfig, ws, log)
     if refiner_overrides:
       self._cfg = dataclasses.replace(self._cfg, **refiner_overrides)
     self._make = lambda cfg: _retriever(refiner, walker, self._walker_cfg,
@@ -190,11 +197,12 @@ class GraphAgent:
     out = jax.device_get(self._make(dataclasses.replace(
         self._cfg, temperature=t))(
         self._params, batch, self._walker_params, self.ws.concept_emb,
-        self.ws.relation_emb, self._quality(), rng))
+        self.ws.relation_emb, self._quality(), rng, self._whole))
     if self.rank_by == "logprob":
       out = dict(out, score=np.where(out["valid"], out["log_prob"], -np.inf))
     c = batch.choice_valid.shape[1]
-    rows = [read_paths(self.ws.kg, batch, out, b, c, self.keep)
+    rows = [read_paths(self.ws.kg, batch, out, b, c, self.keep,
+                       global_ids=self._whole is not None)
             if batch.example_mask[b] else None
             for b in range(batch.example_mask.shape[0])]
     return out, rows

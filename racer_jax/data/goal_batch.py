@@ -43,7 +43,12 @@ class GoalBatch:
 
 def read_grounded(path, kg) -> list[dict]:
   """The prepared grounding: per question ``question`` (int32 ids) and
-  ``choices`` (a list of int32 id arrays)."""
+  ``choices`` (a list of int32 id arrays), as the walkers use them: each
+  choice's concepts sorted and unique; the question's, sorted and unique,
+  without the concepts of any choice (a walk that starts on a choice
+  explains nothing). The same sets, in the same order, as a question's
+  subgraph marks (:mod:`racer_jax.kg.subgraph`), so the walker trained on
+  these batches and the refiner reading subgraph batches agree."""
   rows = []
   with open(path, encoding="utf-8") as f:
     for line_no, line in enumerate(f, 1):
@@ -51,8 +56,12 @@ def read_grounded(path, kg) -> list[dict]:
         row = json.loads(line)
         ids = lambda names: np.asarray([kg.concept_id(n) for n in names],
                                        np.int32)
-        rows.append({"question": ids(row["question_concepts"]),
-                     "choices": [ids(c) for c in row["choice_concepts"]]})
+        choices = [np.unique(ids(c)) for c in row["choice_concepts"]]
+        question = np.unique(ids(row["question_concepts"]))
+        if choices:
+          question = question[~np.isin(question, np.concatenate(choices))]
+        rows.append({"question": question.astype(np.int32),
+                     "choices": [c.astype(np.int32) for c in choices]})
       except (KeyError, ValueError) as e:
         raise ValueError(f"{path}:{line_no}: bad grounding row ({e}); "
                          "delete the prepared folder's meta files to "

@@ -30,11 +30,25 @@ from racer_jax.rl import parallel
 from racer_jax.rl import train as train_lib
 
 
-def refiner_config(config) -> training.RefinerConfig:
+def refiner_config(config, wconfig=None) -> training.RefinerConfig:
+  """The refiner's static settings; ``wconfig`` (its walker run's config)
+  gives a whole-graph walker's concept caps."""
   r = config.refiner
+  w = (wconfig or config).walker
   return training.RefinerConfig(
       paths_per_choice=r.paths_per_choice, sample_hops=r.sample_hops,
-      temperature=r.temperature, top_k=r.top_k, loss=r.loss)
+      temperature=r.temperature, top_k=r.top_k, loss=r.loss,
+      max_question_concepts=w.get("max_question_concepts", 32),
+      max_choice_concepts=w.get("max_choice_concepts", 8))
+
+
+def walker_graph(wconfig, ws, log=print):
+  """The whole capped graph a ``walker.graph = "kg"`` walker walks, else
+  None (the subgraph walker walks each batch's subgraphs)."""
+  if wconfig.walker.get("graph", "subgraph") != "kg":
+    return None
+  from racer_jax.driver.train_kg_walker import whole_graph
+  return whole_graph(wconfig, ws, log)
 
 
 def make_refiner(config) -> refiner_lib.PathRefiner:
@@ -103,10 +117,11 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   state = parallel.replicate(mesh, state)
   args = parallel.replicate(mesh, (
       wstate.params, ws.concept_emb, ws.relation_emb,
-      np.zeros(ws.kg.num_edges, np.float32) if quality is None else quality))
+      np.zeros(ws.kg.num_edges, np.float32) if quality is None else quality,
+      walker_graph(wconfig, ws, log)))
   step_fn = training.make_refiner_step(
       refiner, optimizer, walker, common.walker_train_config(wconfig),
-      refiner_config(config))
+      refiner_config(config, wconfig))
   bs = config.batch.batch_size
 
   def one_update(state, step):

@@ -32,14 +32,14 @@ from racer_jax.driver import common
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.inputs import load_workspace
 from racer_jax.driver.train_refiner import (create_state, load_walker,
-                                            refiner_config)
+                                            refiner_config, walker_graph)
 from racer_jax.refine import training
 
 SELECTORS = ("refiner", "random", "logprob", "logprob_per_hop")
 
 
 def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
-         seed, progress, desc, top_ks=()):
+         seed, progress, desc, top_ks=(), whole=None):
   sums, labeled = {}, 0
   quality = (np.zeros(ws.kg.num_edges, np.float32) if quality is None
              else quality)
@@ -49,7 +49,7 @@ def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
       disable=not progress)):
     out = jax.device_get(evaluate_fn(
         params, batch, walker_params, ws.concept_emb, ws.relation_emb,
-        quality, jax.random.fold_in(jax.random.PRNGKey(seed), i)))
+        quality, jax.random.fold_in(jax.random.PRNGKey(seed), i), whole))
     rows = out["labeled"]
     labeled += int(rows.sum())
     names = [f"{s}{k}" for s in SELECTORS
@@ -95,11 +95,12 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   state, _, step = restored
   evaluate_fn = training.make_refiner_eval(
       refiner, walker, common.walker_train_config(wconfig),
-      refiner_config(config), top_ks=tuple(top_ks))
+      refiner_config(config, wconfig), top_ks=tuple(top_ks))
+  whole = walker_graph(wconfig, ws, log)
   run = lambda q, tag: _run(evaluate_fn, state.params, ws.splits[split],
                             wstate.params, ws, q, config.eval.batch_size,
                             config.seed, progress, f"refiner eval ({tag})",
-                            tuple(top_ks))
+                            tuple(top_ks), whole)
   on = run(quality, "memory on")
   off = run(None, "memory off") if quality is not None else on
   figures = {"split": split, "step": step, "walker_step": wstep,

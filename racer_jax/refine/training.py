@@ -29,21 +29,33 @@ class RefinerConfig:
   temperature: float = 1.0
   top_k: int = 4
   loss: str = "listwise"
+  max_question_concepts: int = 32  # whole-graph walker: its run's caps
+  max_choice_concepts: int = 8
 
 
 def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
               walker_cfg: WalkerTrainConfig, cfg: RefinerConfig,
-              edge_quality=None):
+              edge_quality=None, whole=None):
   """Multi-path generation toward every choice of every question.
 
   Returns a dict with leading axes [B, P] (P = C · paths_per_choice):
-  ``nodes`` [.., T+1] local, ``relations``/``edges`` [.., T], ``valid``
-  (distinct real paths), ``log_prob``, ``reached`` (its own target),
-  ``choice`` (the target choice), ``positive`` (visits a gold concept).
+  ``nodes`` [.., T+1] (local subgraph nodes, or global concept ids with
+  ``whole``), ``relations``/``edges`` [.., T] (edges local, or global ids),
+  ``valid`` (distinct real paths), ``log_prob``, ``reached`` (its own
+  target), ``choice`` (the target choice), ``positive`` (visits a gold
+  concept).
+
+  ``whole``: a :class:`~racer_jax.graph.whole_graph.WholeGraph`: the walker
+  walks the whole graph (its run's ``walker.graph = "kg"``) from the
+  batch's grounded concepts; ``edge_quality`` is then per global edge id.
   """
   rollout_cfg = dataclasses.replace(
       walker_cfg.rollout, temperature=cfg.temperature,
       sample_hops=cfg.sample_hops)
+  if whole is not None:
+    return _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
+                                  walker_cfg, rollout_cfg, cfg, edge_quality,
+                                  whole)
   c = batch.choice_mask.shape[2]
   keys = jax.random.split(rng, c)
 
@@ -76,24 +88,63 @@ def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
           "choice": flat(choice), "positive": positive & flat(distinct)}
 
 
-def path_features(batch, concept_emb, rel_emb, paths):
+def _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
+                           walker_cfg, rollout_cfg, cfg, edge_quality, whole):
+  """:func:`path_sets` of the whole-graph walker (global ids)."""
+  from racer_jax.rl import kg_rollout, kg_train
+  goal = kg_train.goal_batch_from_graphs(batch, cfg.max_question_concepts,
+                                         cfg.max_choice_concepts)
+  c = goal.choice_concepts.shape[1]
+  keys = jax.random.split(rng, c)
+
+  def per_choice(choice, key):
+    target = jnp.where(goal.choice_valid[:, choice], choice, -1)
+    target = jnp.broadcast_to(target, goal.gold.shape).astype(jnp.int32)
+    inputs = kg_train.goal_inputs(goal, whole, target, cfg.paths_per_choice)
+    return kg_rollout.multipath(walker, walker_params, whole, inputs,
+                                rel_emb, key, rollout_cfg, walker_cfg.reward,
+                                edge_quality)
+
+  traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
+  flat = lambda x: jnp.moveaxis(x, 0, 1).reshape(
+      (x.shape[1], -1) + x.shape[3:])
+  gold = jnp.take_along_axis(goal.choice_concepts,
+                             jnp.maximum(goal.gold, 0)[:, None, None],
+                             axis=1)[:, 0]                            # [B, A]
+  gold = jnp.where((goal.gold >= 0)[:, None], gold, -1)
+  nodes = flat(traj.nodes)                                        # [B, P, T+1]
+  positive = jnp.any((nodes[..., None] == gold[:, None, None, :]) &
+                     (gold >= 0)[:, None, None, :], axis=(-1, -2))
+  choice = jnp.broadcast_to(jnp.arange(c)[:, None, None], traj.reached.shape)
+  return {"nodes": nodes, "relations": flat(traj.relations),
+          "edges": flat(traj.edges), "valid": flat(distinct),
+          "log_prob": flat(log_prob), "reached": flat(traj.reached),
+          "choice": flat(choice), "positive": positive & flat(distinct)}
+
+
+def path_features(batch, concept_emb, rel_emb, paths, whole=None):
   """Per-hop embeddings of the candidate paths: ``(head, relation, tail,
-  hop_mask)`` with [B, P, T, d] and [B, P, T]."""
-  concept = batch.graphs.nodes["concept"]                      # [B, N]
-  node_emb = concept_emb[jnp.maximum(concept, 0)]              # [B, N, d]
-  take = jax.vmap(lambda table, idx: table[idx])
+  hop_mask)`` with [B, P, T, d] and [B, P, T] (``whole``: the nodes are
+  global concept ids)."""
   nodes = paths["nodes"]
-  head = take(node_emb, nodes[..., :-1])
-  tail = take(node_emb, nodes[..., 1:])
+  if whole is not None:
+    head, tail = concept_emb[nodes[..., :-1]], concept_emb[nodes[..., 1:]]
+  else:
+    concept = batch.graphs.nodes["concept"]                    # [B, N]
+    node_emb = concept_emb[jnp.maximum(concept, 0)]            # [B, N, d]
+    take = jax.vmap(lambda table, idx: table[idx])
+    head = take(node_emb, nodes[..., :-1])
+    tail = take(node_emb, nodes[..., 1:])
   rel = rel_emb[jnp.maximum(paths["relations"], 0)]
   hop_mask = paths["edges"] >= 0
   return head, rel, tail, hop_mask
 
 
-def path_scores(refiner, params, batch, concept_emb, rel_emb, paths):
+def path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
+                whole=None):
   """The refiner's score of every candidate path: float32 [B, P]."""
   head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
-                                            paths)
+                                            paths, whole)
   return jax.vmap(lambda h, r, t, m, v, q: refiner.apply(
       params, h, r, t, m, v, q)["score"])(head, rel, tail, hop_mask,
                                          paths["valid"], batch.query)
@@ -102,22 +153,23 @@ def path_scores(refiner, params, batch, concept_emb, rel_emb, paths):
 def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
                       donate: bool = True):
   """``step(state, batch, walker_params, concept_emb, rel_emb,
-  edge_quality)`` -> ``(state, metrics)``: path generation with the frozen
-  walker, the refiner loss, gradient and guarded optimizer step, as one
-  jitted program."""
+  edge_quality, whole=None)`` -> ``(state, metrics)``: path generation with
+  the frozen walker, the refiner loss, gradient and guarded optimizer step,
+  as one jitted program (``whole``: see :func:`path_sets`)."""
   loss_fn = {"listwise": refiner_lib.listwise_loss,
              "pairwise": refiner_lib.pairwise_loss}[cfg.loss]
 
   def step(state: TrainState, batch, walker_params, concept_emb, rel_emb,
-           edge_quality):
+           edge_quality, whole=None):
     rng = jax.random.fold_in(state.rng, state.step)
     paths = jax.lax.stop_gradient(path_sets(
         walker, walker_params, batch, concept_emb, rel_emb, rng, walker_cfg,
-        cfg, edge_quality))
+        cfg, edge_quality, whole))
     labeled = batch.example_mask & (batch.gold >= 0)
 
     def loss_of(params):
-      score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths)
+      score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
+                          whole)
       per_q = jax.vmap(loss_fn)(score, paths["positive"], paths["valid"])
       n = jnp.maximum(jnp.sum(labeled), 1)
       loss = jnp.sum(jnp.where(labeled, per_q, 0.0)) / n
@@ -138,20 +190,21 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
 
 def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
   """``eval(refiner_params, batch, walker_params, concept_emb, rel_emb,
-  edge_quality, rng)`` -> per question [B]: for the refiner's top-k', a
+  edge_quality, rng, whole=None)`` -> per question [B]: for the refiner's
+  top-k', a
   random k' and the top-k' by walker log-prob (total and per hop):
   ``gold_in_topk_*`` and
   ``positives_*`` / ``kept_*``; the same with the suffix ``@k`` for every
   k of the sweep ``top_ks``; plus ``hit`` (a walk toward the gold choice
   reached it), ``any_positive`` and ``labeled``."""
   def evaluate(params, batch, walker_params, concept_emb, rel_emb,
-               edge_quality, rng):
+               edge_quality, rng, whole=None):
     k_paths, k_random = jax.random.split(rng)
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
-                      k_paths, walker_cfg, cfg, edge_quality)
+                      k_paths, walker_cfg, cfg, edge_quality, whole)
     scores = {
         "refiner": path_scores(refiner, params, batch, concept_emb, rel_emb,
-                           paths),
+                               paths, whole),
         "random": jax.random.uniform(k_random, paths["valid"].shape),
         "logprob": paths["log_prob"],
         # Length-normalized: the plain log-prob favours short paths.
@@ -180,14 +233,16 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
 
 def make_retriever(refiner, walker, walker_cfg, cfg):
   """``retrieve(refiner_params, batch, walker_params, concept_emb, rel_emb,
-  edge_quality, rng)`` -> the candidate paths of :func:`path_sets` plus
+  edge_quality, rng, whole=None)`` -> the candidate paths of
+  :func:`path_sets` plus
   ``score`` [B, P], the refiner's score of each (jitted; the GraphAgent's
   device program)."""
   def retrieve(params, batch, walker_params, concept_emb, rel_emb,
-               edge_quality, rng):
+               edge_quality, rng, whole=None):
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
-                      rng, walker_cfg, cfg, edge_quality)
-    score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths)
+                      rng, walker_cfg, cfg, edge_quality, whole)
+    score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
+                        whole)
     return dict(paths, score=jnp.where(paths["valid"], score, -jnp.inf))
 
   return jax.jit(retrieve)

@@ -15,6 +15,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from racer_jax.data.goal_batch import GoalBatch
 from racer_jax.graph import whole_graph as wg
 from racer_jax.memory import edge_memory
 from racer_jax.rl import kg_rollout
@@ -35,6 +36,34 @@ def start_concepts(question_concepts, num_walkers: int):
   starts = question_concepts[jnp.arange(num_walkers) % jnp.maximum(count, 1)]
   return (jnp.maximum(starts, 0).astype(jnp.int32),
           jnp.broadcast_to(count > 0, (num_walkers,)))
+
+
+def goal_batch_from_graphs(batch, max_question_concepts: int,
+                           max_choice_concepts: int) -> GoalBatch:
+  """The :class:`GoalBatch` of a subgraph ``GraphBatch`` (jittable): the
+  global ids of its question nodes and of each choice's nodes, ascending,
+  -1 padding (what :func:`racer_jax.data.goal_batch.read_grounded` gives
+  for the same questions)."""
+  concept = batch.graphs.nodes["concept"]                         # [B, N]
+  big = jnp.iinfo(jnp.int32).max
+
+  def ids(mask, concepts, width):
+    picked = jnp.sort(jnp.where(mask, concepts, big), -1)[..., :width]
+    if picked.shape[-1] < width:
+      pad = [(0, 0)] * (picked.ndim - 1) + [(0, width - picked.shape[-1])]
+      picked = jnp.pad(picked, pad, constant_values=big)
+    return jnp.where(picked == big, -1, picked).astype(jnp.int32)
+
+  question = ids(batch.graphs.nodes["is_question"] & batch.node_mask,
+                 concept, max_question_concepts)
+  choices = ids(jnp.moveaxis(batch.choice_mask, 2, 1) &
+                batch.node_mask[:, None], concept[:, None],
+                max_choice_concepts)                              # [B, C, A]
+  return GoalBatch(question_concepts=question, choice_concepts=choices,
+                   choice_valid=batch.choice_valid & (choices[..., 0] >= 0),
+                   query=batch.query, gold=batch.gold,
+                   example_mask=batch.example_mask,
+                   example_index=batch.example_index)
 
 
 def goal_inputs(batch, graph: wg.WholeGraph, target_choice,

@@ -69,6 +69,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.walker.max_question_concepts = 32  # kg: start concepts kept
   config.walker.max_choice_concepts = 8     # kg: target concepts per choice
   config.walker.eval_samples = 16  # kg: sampled walks per choice in eval
+  # kg: the teacher coin also forces STOP where no kept candidate is one
+  # hop closer (False: there is no teacher action there, the walker samples)
+  config.walker.teacher_stops = True
+  # kg: pruning scores from per-question tables over all nodes instead of
+  # gathers of the candidates' vectors (exact either way; speed differs)
+  config.walker.score_tables = False
   config.walker.hidden = 64
   config.walker.recurrent = "gru"  # or "lstm"
   config.walker.num_walkers = 8     # per (question, target)

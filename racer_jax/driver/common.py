@@ -19,6 +19,8 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
           prune_weights=tuple(float(x) for x in w.prune_weights),
           stop_at_target=w.stop_at_target, temperature=t.temperature,
           heuristic_weight=w.get("heuristic_weight", 0.0),
+          teacher_stops=bool(w.get("teacher_stops", True)),
+          score_tables=bool(w.get("score_tables", False)),
           memory_beta=memory_beta(config)),
       num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
       teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,

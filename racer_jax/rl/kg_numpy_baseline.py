@@ -178,6 +178,8 @@ def rollout(params, table, node_emb, rel_emb, inputs, uniforms, p_teacher,
     teacher = np.where(closer.any(1), np.argmax(closer, 1), k)
     teacher = np.where(done, k, teacher)
     forced = ~done & (u[:, t, 1] < p_teacher)
+    if not cfg.teacher_stops:
+      forced &= teacher < k
     if cfg.greedy:
       action, forced = greedy, np.zeros(n, bool)
     else:

@@ -151,6 +151,8 @@ def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
     teacher = jnp.where(done, k, wg.teacher_action(acts, goal.distance, node,
                                                    descending))
     forced = (~done) & (u_teacher < p_teacher)
+    if not cfg.teacher_stops:  # no closer candidate: no teacher action
+      forced = forced & (teacher < k)
     if cfg.greedy:
       action, forced = greedy, jnp.zeros_like(forced)
     elif cfg.sample_hops >= 0:  # multi-path: sample, then greedy; no teacher

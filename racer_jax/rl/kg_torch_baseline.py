@@ -170,6 +170,8 @@ def rollout(params, g, inputs, uniforms, p_teacher, cfg: RolloutConfig,
       first = torch.where(closer, slot[:k], k).min(1).values
       teacher = torch.where(done, k, first)
       forced = ~done & (u[:, t, 1] < p_teacher)
+      if not cfg.teacher_stops:
+        forced = forced & (teacher < k)
       action = (torch.argmax(log_probs, 1) if cfg.greedy else
                 torch.where(forced, teacher, sampled))
       if cfg.greedy:

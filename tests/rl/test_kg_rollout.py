@@ -144,6 +144,7 @@ def test_rollout_matches_reference(world, case):
     assert reached > 0  # the teacher leads walks to their targets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_numpy_baseline_matches_jax(world, case):
   from racer_jax.rl import kg_numpy_baseline
@@ -179,6 +180,7 @@ def _torch_inputs(inputs):
       "query", "target", "target_concepts", "starts", "start_mask")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["sample-prune-stop", "greedy-full-nostop-lstm",
                                   "teacher-prune"])
 def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):

@@ -20,8 +20,8 @@ from racer_jax.graph import whole_graph as wg
 from racer_jax.memory import edge_memory
 from racer_jax.rl import kg_rollout
 from racer_jax.rl.policy import WalkerPolicy
-from racer_jax.rl.train import (WalkerTrainConfig, _quality, _walker_losses,
-                                apply_guarded)
+from racer_jax.rl.train import (WalkerTrainConfig, _quality, apply_guarded,
+                                walker_objective)
 
 
 def _unit(x):
@@ -93,28 +93,7 @@ def kg_walker_loss(params, policy: WalkerPolicy, graph: wg.WholeGraph, batch,
   traj = kg_rollout.rollout(policy, params, graph, inputs, rel_emb, rng,
                             p_teacher, cfg.rollout, cfg.reward,
                             _quality(cfg, memory))
-  valid = inputs.start_mask
-  per_walker = jax.vmap(lambda t, v: _walker_losses(t, cfg, v))(traj, valid)
-  vf = valid.astype(jnp.float32)
-  n = jnp.maximum(vf.sum(), 1.0)
-  loss = jnp.sum(per_walker * vf) / n
-  active = traj.active & valid[..., None]
-  questions = jnp.maximum(jnp.any(valid, axis=1).sum(), 1)
-  metrics = {
-      "loss": loss,
-      "walker_hit_rate": jnp.sum(traj.reached * vf) / n,
-      "question_hit_rate": jnp.sum(jnp.any(traj.reached & valid, axis=1)) /
-                           questions,
-      "oracle_hit_rate": jnp.sum(jnp.any(traj.oracle & valid, axis=1)) /
-                         questions,
-      "return": jnp.sum(traj.reward.sum(-1) * vf) / n,
-      "path_length": jnp.sum(traj.length * vf) / n,
-      "teacher_fraction": jnp.sum(traj.teacher_forced & active) /
-                          jnp.maximum(jnp.sum(active), 1),
-      "walkers": vf.sum(),
-  }
-  outcome = jnp.where(traj.reached & valid, edge_memory.SUCCESS,
-                      edge_memory.NONE).astype(jnp.int32)
+  loss, metrics, outcome = walker_objective(traj, inputs.start_mask, cfg)
   return loss, (metrics, jax.lax.stop_gradient((traj.edges, outcome)))
 
 

@@ -102,21 +102,10 @@ def global_edge_ids(batch, traj):
   return ids.astype(jnp.int32)
 
 
-def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
-                rng, p_teacher, cfg: WalkerTrainConfig, theta=None,
-                memory=None):
-  """Mean loss over valid walkers toward each question's gold choice.
-  ``theta``: HyGRL fusion weights, used as a pruning prior when
-  ``cfg.rollout.heuristic_weight`` is nonzero; ``memory``: the shared
-  memory, reranking actions when ``cfg.rollout.memory_beta`` is nonzero.
-  Returns ``(loss, (metrics, memory_paths))`` with the walks' global edge
-  ids and success flags for the memory update."""
-  inputs = walk_inputs(batch, concept_emb, batch.query, batch.gold,
-                       cfg.num_walkers, _prior_theta(cfg, theta),
-                       _quality(cfg, memory))
-  traj = rollout(policy, params, inputs, rel_emb, rng, p_teacher, cfg.rollout,
-                 cfg.reward)
-  valid = inputs.start_mask                                    # [B, W]
+def walker_objective(traj, valid, cfg: WalkerTrainConfig):
+  """Mean loss over ``valid`` [B, W] walkers of trajectories [B, W, T],
+  the logged metrics and each walk's memory outcome [B, W] (SUCCESS when
+  it reached its target). Shared by the subgraph and whole-graph walkers."""
   per_walker = jax.vmap(lambda t, v: _walker_losses(t, cfg, v))(traj, valid)
   vf = valid.astype(jnp.float32)
   n = jnp.maximum(vf.sum(), 1.0)
@@ -138,6 +127,25 @@ def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
   }
   outcome = jnp.where(traj.reached & valid, edge_memory.SUCCESS,
                       edge_memory.NONE).astype(jnp.int32)
+  return loss, metrics, outcome
+
+
+def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
+                rng, p_teacher, cfg: WalkerTrainConfig, theta=None,
+                memory=None):
+  """Mean loss over valid walkers toward each question's gold choice.
+  ``theta``: HyGRL fusion weights, used as a pruning prior when
+  ``cfg.rollout.heuristic_weight`` is nonzero; ``memory``: the shared
+  memory, reranking actions when ``cfg.rollout.memory_beta`` is nonzero.
+  Returns ``(loss, (metrics, memory_paths))`` with the walks' global edge
+  ids and success flags for the memory update."""
+  inputs = walk_inputs(batch, concept_emb, batch.query, batch.gold,
+                       cfg.num_walkers, _prior_theta(cfg, theta),
+                       _quality(cfg, memory))
+  traj = rollout(policy, params, inputs, rel_emb, rng, p_teacher, cfg.rollout,
+                 cfg.reward)
+  valid = inputs.start_mask                                    # [B, W]
+  loss, metrics, outcome = walker_objective(traj, valid, cfg)
   paths = (global_edge_ids(batch, traj), outcome)
   return loss, (metrics, jax.lax.stop_gradient(paths))
 

@@ -14,6 +14,9 @@ capped graph —, ``path_hit_rate_reachable``, ``gold_reach_rate``,
   ties (e.g. no choice reached) drawn uniformly with a fixed seed; chance is
   1 / #choices. ``walker_choice_no_reach`` is the share of questions where
   no sampled walk reached any choice.
+* ``gold_at_<d>_hops`` (share of labeled questions whose gold lies d BFS
+  hops from the nearest question concept on the capped graph) and
+  ``path_hit_rate_at_<d>_hops`` (the greedy hit rate among them).
 
 Per-question rows (reach per choice, the gold choice's reaching paths) go
 to ``eval/<split>_step<N>.jsonl``.
@@ -62,6 +65,7 @@ def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
                 distractor_reach=0, distractor_valid=0, retrieved=0,
                 retrieved_recall=0.0, retrieved_nodes=0, choice_right=0,
                 choice_no_reach=0, choice_scored=0)
+  by_distance = {}  # BFS hops of the gold from the nearest start: [n, hit]
   for batch in tqdm.tqdm(data.ordered_batches(batch_size),
                          total=data.batches_per_epoch(batch_size), desc=desc,
                          disable=not progress):
@@ -85,6 +89,12 @@ def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
       totals["hit"] += hit
       totals["oracle"] += orc
       totals["hit_and_oracle"] += hit and orc
+      if orc:
+        d = int(out["distance"][row, gold])
+        record["distance"] = d
+        seen = by_distance.setdefault(d, [0, 0])
+        seen[0] += 1
+        seen[1] += hit
       totals["length"] += int(out["length"][row, gold]) if hit else 0
       totals["agree"] += int(out["agree"][row, gold])
       totals["decisions"] += int(out["decisions"][row, gold])
@@ -131,6 +141,9 @@ def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
       "retrieved_nodes": totals["retrieved_nodes"] / max(
           totals["retrieved"], 1),
   }
+  for d, (count, hits) in sorted(by_distance.items()):
+    figures[f"gold_at_{d}_hops"] = count / n
+    figures[f"path_hit_rate_at_{d}_hops"] = hits / count
   if totals["choice_scored"]:
     # unanswerable questions (no grounded choice) count as wrong
     figures["walker_choice_accuracy"] = totals["choice_right"] / n

@@ -207,18 +207,21 @@ def rollout(policy: WalkerPolicy, params, graph: wg.WholeGraph,
             inputs: GoalInputs, rel_emb, rng, p_teacher, cfg: RolloutConfig,
             weights: reward_lib.RewardWeights,
             edge_quality=None, uniforms=None,
-            teacher: bool = True) -> Trajectory:
+            teacher: bool = True, goals: GoalTables | None = None
+            ) -> Trajectory:
   """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
   [B, W]; returns a :class:`Trajectory` with leading axes [B, W].
   ``uniforms`` float32 [B, W, T, 2] replaces the draws from ``rng`` (the
   baselines' parity tests pass the same to both); ``teacher=False``
   leaves out the BFS teacher (pure inference: teacher actions STOP,
-  ``oracle`` False), which needs ``p_teacher = 0``."""
+  ``oracle`` False), which needs ``p_teacher = 0``. ``goals`` passes
+  tables already made by :func:`prepare` for these inputs."""
   if cfg.heuristic_weight:
     raise ValueError("the whole-graph walker has no HyGRL heuristic prior "
                      "(walker.heuristic_weight must be 0 with graph=kg)")
-  goals = prepare(policy, params, graph, inputs, rel_emb, cfg,
-                  teacher=teacher)
+  if goals is None:
+    goals = prepare(policy, params, graph, inputs, rel_emb, cfg,
+                    teacher=teacher)
   rel_tables = relation_tables(policy, params, rel_emb)
   b, w = inputs.starts.shape
   if uniforms is None:

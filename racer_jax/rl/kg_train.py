@@ -128,7 +128,8 @@ def make_kg_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig,
   """``evaluate(params, graph, batch, rel_emb, memory=None)`` -> per
   question and choice (goal-conditioned walks toward every choice):
 
-  greedy walks: ``reached``, ``oracle``, ``length``, ``agree`` /
+  greedy walks: ``reached``, ``oracle``, ``distance`` (BFS hops from the
+  nearest start, ``UNREACHABLE`` beyond ``max_steps``), ``length``, ``agree`` /
   ``decisions``, ``valid`` [B, C] and the paths ``nodes`` [B, C, W, T+1],
   ``relations`` / ``edge_ids`` [B, C, W, T], ``walk_reached`` [B, C, W];
   with ``sampled_walkers`` S > 0 also S policy samples per choice (no
@@ -143,10 +144,13 @@ def make_kg_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig,
     target = jnp.where(batch.choice_valid[:, choice], choice, -1)
     target = jnp.broadcast_to(target, batch.gold.shape).astype(jnp.int32)
     inputs = goal_inputs(batch, graph, target, cfg.num_walkers)
+    goals = kg_rollout.prepare(policy, params, graph, inputs, rel_emb, greedy)
     traj = kg_rollout.rollout(policy, params, graph, inputs, rel_emb,
                               jax.random.PRNGKey(0), 0.0, greedy, cfg.reward,
-                              quality)
+                              quality, goals=goals)
     valid = inputs.start_mask
+    start_distance = jax.vmap(lambda d, s: d[s])(goals.distance,
+                                                 inputs.starts)
     reached = traj.reached & valid
     big = jnp.iinfo(jnp.int32).max
     shortest = jnp.min(jnp.where(reached, traj.length, big), axis=1)
@@ -154,6 +158,8 @@ def make_kg_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig,
     out = {
         "reached": jnp.any(reached, axis=1),
         "oracle": jnp.any(traj.oracle & valid, axis=1),
+        "distance": jnp.min(jnp.where(valid, start_distance.astype(
+            jnp.int32), wg.UNREACHABLE), axis=1),
         "length": jnp.where(shortest == big, 0, shortest),
         "agree": jnp.sum(active & (traj.greedy_action == traj.teacher_action),
                          axis=(1, 2)),

@@ -9,18 +9,15 @@ concept ids. The batch of step ``s`` and its randomness are functions of
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 import jax
 import numpy as np
 
 from racer_jax.data import goal_batch
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.common import (make_policy, memory_on, p_teacher_at,
+from racer_jax.driver.common import (make_policy, p_teacher_at,
                                      start_run, walker_train_config)
-from racer_jax.driver.loop import run_updates
-from racer_jax.driver.metrics import MetricWriter
+from racer_jax.driver.walker_run import run_walker_updates, walker_state
 from racer_jax.errors import ConfigError
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth as bandwidth_lib
@@ -91,27 +88,13 @@ def train_kg(config, data_dir, workdir, *, progress: bool = True,
   dataset = goal_data(config, ws, t.split, log)
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(t.learning_rate, t.grad_clip)
-  state = train_lib.create_train_state(
-      policy, optimizer, config.seed, ws.concept_emb.shape[1],
-      memory_edges=ws.kg.num_edges if memory_on(config) else 0)
-  ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)
-  restored = ckpt.restore_latest(state, log=log)
-  if restored is not None:
-    state, _, start = restored
-    log(f"resuming from step {start}")
-  elif memory_on(config) and config.memory.init_from:
-    from racer_jax.driver.train_walker import load_memory
-    state = state.replace(memory=load_memory(
-        config.memory.init_from, ws.kg.num_edges, ws.concept_emb.shape[1],
-        log))
-  start = int(state.step)
+  state, ckpt, _ = walker_state(config, ws, policy, optimizer, workdir, log)
   mesh = parallel.make_mesh(t.num_devices)
   state = parallel.replicate(mesh, state)
   graph = parallel.replicate(mesh, whole_graph(config, ws, log))
   relation_emb = parallel.replicate(mesh, ws.relation_emb)
   cfg = walker_train_config(config)
   update = kg_train.make_kg_train_step(policy, optimizer, cfg)
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
   bs = config.batch.batch_size
   eval_data = goal_data(config, ws, eval_split, log) if eval_split else None
   evaluate_fn = kg_train.make_kg_eval_step(
@@ -130,17 +113,7 @@ def train_kg(config, data_dir, workdir, *, progress: bool = True,
                        ws.splits[eval_split].examples, ws.kg, relation_emb,
                        config.eval.batch_size, memory=state.memory)
 
-  end = t.num_steps if stop_after is None else min(t.num_steps,
-                                                   start + stop_after)
-  state, last = run_updates(
-      state, one_update, start=start, end=end, total=t.num_steps, ckpt=ckpt,
-      writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
-      record=lambda done: {"step": done, "theta": None,
-                           "config": json.loads(config.to_json())},
-      evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
-      progress=progress, desc="train walker (whole graph)",
-      stall_timeout_s=t.get("stall_timeout_s", 0) or None)
-  writer.close()
-  ckpt.close()
-  return last
+  return run_walker_updates(config, workdir, state, ckpt, one_update,
+                            evaluate, stop_after=stop_after,
+                            progress=progress,
+                            desc="train walker (whole graph)")

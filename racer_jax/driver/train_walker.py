@@ -8,39 +8,19 @@ parameters as an uninterrupted one.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Callable
 
 import jax
 import numpy as np
 
 from racer_jax.data import curriculum
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.common import (make_policy, memory_on, p_teacher_at,
-                                     question_shards, restore_walker,
-                                     start_run, walker_train_config)
-from racer_jax.driver.loop import run_updates
-from racer_jax.driver.metrics import MetricWriter
+from racer_jax.driver.common import (make_policy, p_teacher_at,
+                                     question_shards, start_run,
+                                     walker_train_config)
+from racer_jax.driver.walker_run import run_walker_updates, walker_state
 from racer_jax.eval.walker_eval import run_eval
 from racer_jax.rl import parallel
 from racer_jax.rl import train as train_lib
-
-
-def load_memory(workdir, num_edges: int, embed_dim: int, log=print):
-  """The shared memory of another walker run's newest checkpoint (same
-  graph store required: the memory is indexed by its global edge ids)."""
-  import ml_collections
-  workdir = Path(workdir)
-  other = ml_collections.ConfigDict(json.loads(
-      (workdir / "config.json").read_text()))
-  if not memory_on(other):
-    raise ValueError(f"{workdir} kept no shared memory (memory.enabled)")
-  _, state, _, step = restore_walker(other, workdir, embed_dim=embed_dim,
-                                     num_edges=num_edges, log=log)
-  log(f"shared memory from {workdir} step {step}: "
-      f"{int((state.memory.success > 0).sum()):,} edges with successes")
-  return state.memory
 
 
 def make_sampler(config, split_data, log=print):
@@ -94,20 +74,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   dataset = ws.splits[t.split].dataset
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(t.learning_rate, t.grad_clip)
-  state = train_lib.create_train_state(
-      policy, optimizer, config.seed, ws.concept_emb.shape[1],
-      memory_edges=ws.kg.num_edges if memory_on(config) else 0)
-  ckpt = Checkpointer(workdir / "checkpoints", t.max_to_keep)
-  restored = ckpt.restore_latest(state, log=log)
-  theta = None
-  if restored is not None:
-    state, record, start = restored
-    theta = record.get("theta")
-    log(f"resuming from step {start}")
-  elif memory_on(config) and config.memory.init_from:
-    state = state.replace(memory=load_memory(
-        config.memory.init_from, ws.kg.num_edges, ws.concept_emb.shape[1],
-        log))
+  state, ckpt, record = walker_state(config, ws, policy, optimizer, workdir,
+                                     log)
+  theta = record.get("theta")
   if config.walker.get("heuristic_weight", 0.0) and theta is None:
     from racer_jax.driver.train_hygrl import calibrate
     # the walker's pruning prior fuses the four graph heuristics only
@@ -117,7 +86,6 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       from jax.experimental import multihost_utils
       theta = multihost_utils.broadcast_one_to_all(theta)
     theta = np.asarray(theta).tolist()
-  start = int(state.step)
   mesh = parallel.make_mesh(t.num_devices)
   theta_dev = None if theta is None else parallel.replicate(
       mesh, np.asarray(theta, np.float32))
@@ -127,7 +95,6 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   update = train_lib.make_train_step(policy, optimizer,
                                      walker_train_config(config))
   evaluate_fn = train_lib.make_eval_step(policy, walker_train_config(config))
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
   bs = config.batch.batch_size
   sampler = make_sampler(config, ws.splits[t.split], log)
 
@@ -151,17 +118,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                     concept_emb, relation_emb, config.eval.batch_size,
                     theta=theta_dev, memory=state.memory)
 
-  end = t.num_steps if stop_after is None else min(t.num_steps,
-                                                   start + stop_after)
-  state, last = run_updates(
-      state, one_update, start=start, end=end, total=t.num_steps, ckpt=ckpt,
-      writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
-      record=lambda done: {"step": done, "theta": theta,
-                           "config": json.loads(config.to_json())},
-      evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
-      progress=progress, desc="train walker",
-      stall_timeout_s=t.get("stall_timeout_s", 0) or None)
-  writer.close()
-  ckpt.close()
-  return last
+  return run_walker_updates(config, workdir, state, ckpt, one_update,
+                            evaluate, stop_after=stop_after,
+                            progress=progress, desc="train walker",
+                            theta=theta)

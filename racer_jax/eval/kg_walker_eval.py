@@ -33,6 +33,8 @@ import jax
 import numpy as np
 import tqdm
 
+from racer_jax.eval.walker_eval import GoalTotals
+
 
 def _path_text(kg, nodes, relations) -> str:
   parts = [kg.concepts[int(nodes[0])]]
@@ -60,11 +62,8 @@ def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
   make_kg_eval_step`) over a :class:`~racer_jax.data.goal_batch.GoalDataset`
   ``data`` whose ``example_index`` points into ``examples``."""
   tie_rng = np.random.default_rng(0)
-  totals = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
-                agree=0, decisions=0, gold_reach=0, gold_valid=0,
-                distractor_reach=0, distractor_valid=0, retrieved=0,
-                retrieved_recall=0.0, retrieved_nodes=0, choice_right=0,
-                choice_no_reach=0, choice_scored=0)
+  totals = GoalTotals()
+  choice = dict(right=0, no_reach=0, scored=0)
   by_distance = {}  # BFS hops of the gold from the nearest start: [n, hit]
   for batch in tqdm.tqdm(data.ordered_batches(batch_size),
                          total=data.batches_per_epoch(batch_size), desc=desc,
@@ -84,39 +83,22 @@ def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
         if rows_file is not None:
           rows_file.write(json.dumps(record) + "\n")
         continue
-      totals["labeled"] += 1
-      hit, orc = bool(out["reached"][row, gold]), bool(out["oracle"][row, gold])
-      totals["hit"] += hit
-      totals["oracle"] += orc
-      totals["hit_and_oracle"] += hit and orc
+      gold_concepts = batch.choice_concepts[row, gold]
+      hit, orc = totals.add(out, row, gold, gold_concepts[gold_concepts >= 0],
+                            len(ex.choices))
       if orc:
         d = int(out["distance"][row, gold])
         record["distance"] = d
         seen = by_distance.setdefault(d, [0, 0])
         seen[0] += 1
         seen[1] += hit
-      totals["length"] += int(out["length"][row, gold]) if hit else 0
-      totals["agree"] += int(out["agree"][row, gold])
-      totals["decisions"] += int(out["decisions"][row, gold])
-      gold_concepts = batch.choice_concepts[row, gold]
-      gold_concepts = gold_concepts[gold_concepts >= 0]
-      if gold_concepts.size:
-        visited = np.unique(out["nodes"][row][valid])
-        totals["retrieved"] += 1
-        totals["retrieved_recall"] += np.isin(gold_concepts, visited).mean()
-        totals["retrieved_nodes"] += visited.size
-      for c in range(min(len(ex.choices), valid.shape[0])):
-        if valid[c]:
-          key = "gold" if c == gold else "distractor"
-          totals[f"{key}_valid"] += 1
-          totals[f"{key}_reach"] += bool(out["reached"][row, c])
       if "sample_reach" in out and valid.any():
         reach = out["sample_reach"][row]
         pick = walker_choice(reach, out["sample_best_log_prob"][row], valid,
                              tie_rng)
-        totals["choice_scored"] += 1
-        totals["choice_right"] += pick == gold
-        totals["choice_no_reach"] += not (reach[valid] > 0).any()
+        choice["scored"] += 1
+        choice["right"] += pick == gold
+        choice["no_reach"] += not (reach[valid] > 0).any()
         record["walker_choice"] = pick
       if rows_file is not None:
         record["gold_paths"] = sorted({
@@ -124,31 +106,15 @@ def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
                        out["relations"][row, gold, w])
             for w in np.nonzero(out["walk_reached"][row, gold])[0]})
         rows_file.write(json.dumps(record) + "\n")
-  n = max(totals["labeled"], 1)
-  figures = {
-      "questions": len(data), "labeled": totals["labeled"],
-      "path_hit_rate": totals["hit"] / n,
-      "oracle_hit_rate": totals["oracle"] / n,
-      "path_hit_rate_reachable": totals["hit_and_oracle"] / max(
-          totals["oracle"], 1),
-      "mean_path_length": totals["length"] / max(totals["hit"], 1),
-      "teacher_agreement": totals["agree"] / max(totals["decisions"], 1),
-      "gold_reach_rate": totals["gold_reach"] / max(totals["gold_valid"], 1),
-      "distractor_reach_rate": totals["distractor_reach"] / max(
-          totals["distractor_valid"], 1),
-      "retrieved_recall": totals["retrieved_recall"] / max(
-          totals["retrieved"], 1),
-      "retrieved_nodes": totals["retrieved_nodes"] / max(
-          totals["retrieved"], 1),
-  }
+  figures = totals.figures(len(data))
+  n = max(figures["labeled"], 1)
   for d, (count, hits) in sorted(by_distance.items()):
     figures[f"gold_at_{d}_hops"] = count / n
     figures[f"path_hit_rate_at_{d}_hops"] = hits / count
-  if totals["choice_scored"]:
+  if choice["scored"]:
     # unanswerable questions (no grounded choice) count as wrong
-    figures["walker_choice_accuracy"] = totals["choice_right"] / n
-    figures["walker_choice_no_reach"] = totals["choice_no_reach"] / max(
-        totals["choice_scored"], 1)
+    figures["walker_choice_accuracy"] = choice["right"] / n
+    figures["walker_choice_no_reach"] = choice["no_reach"] / choice["scored"]
   return figures
 
 

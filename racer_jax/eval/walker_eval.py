@@ -60,6 +60,64 @@ def _memory_update(memory, edge_ids, walk_reached, gold):
                             outcome.reshape(-1).astype(jnp.int32))
 
 
+class GoalTotals:
+  """Running sums of the goal-conditioned figures over labeled questions,
+  shared by the subgraph and whole-graph evaluations. ``out`` is one batch
+  of a jitted evaluation (``reached`` / ``oracle`` / ``length`` / ``agree``
+  / ``decisions`` / ``valid`` [B, C], ``nodes`` [B, C, W, T+1])."""
+
+  def __init__(self):
+    self.sums = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
+                     agree=0, decisions=0, gold_reach=0, gold_valid=0,
+                     distractor_reach=0, distractor_valid=0, retrieved=0,
+                     retrieved_recall=0.0, retrieved_nodes=0)
+
+  def add(self, out, row: int, gold: int, gold_ids, num_choices: int):
+    """Adds one labeled question; ``gold_ids`` are the gold choice's ids in
+    the id space of ``out["nodes"]`` (for the retrieved recall). Returns
+    ``(hit, oracle)`` for the gold choice."""
+    t = self.sums
+    t["labeled"] += 1
+    hit, orc = bool(out["reached"][row, gold]), bool(out["oracle"][row, gold])
+    t["hit"] += hit
+    t["oracle"] += orc
+    t["hit_and_oracle"] += hit and orc
+    t["length"] += int(out["length"][row, gold]) if hit else 0
+    t["agree"] += int(out["agree"][row, gold])
+    t["decisions"] += int(out["decisions"][row, gold])
+    valid = out["valid"][row]
+    if np.size(gold_ids):
+      # The walker's retrieved subgraph: every node of its greedy walks
+      # toward every choice.
+      visited = np.unique(out["nodes"][row][valid])
+      t["retrieved"] += 1
+      t["retrieved_recall"] += np.isin(gold_ids, visited).mean()
+      t["retrieved_nodes"] += visited.size
+    for c in range(min(num_choices, valid.shape[0])):
+      if valid[c]:
+        key = "gold" if c == gold else "distractor"
+        t[f"{key}_valid"] += 1
+        t[f"{key}_reach"] += bool(out["reached"][row, c])
+    return hit, orc
+
+  def figures(self, questions: int) -> dict:
+    t = self.sums
+    n = max(t["labeled"], 1)
+    return {
+        "questions": questions, "labeled": t["labeled"],
+        "path_hit_rate": t["hit"] / n,
+        "oracle_hit_rate": t["oracle"] / n,
+        "path_hit_rate_reachable": t["hit_and_oracle"] / max(t["oracle"], 1),
+        "mean_path_length": t["length"] / max(t["hit"], 1),
+        "teacher_agreement": t["agree"] / max(t["decisions"], 1),
+        "gold_reach_rate": t["gold_reach"] / max(t["gold_valid"], 1),
+        "distractor_reach_rate": t["distractor_reach"] / max(
+            t["distractor_valid"], 1),
+        "retrieved_recall": t["retrieved_recall"] / max(t["retrieved"], 1),
+        "retrieved_nodes": t["retrieved_nodes"] / max(t["retrieved"], 1),
+    }
+
+
 def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
              batch_size: int, *, rows_file=None, progress: bool = False,
              desc: str = "evaluate", theta=None, memory=None,
@@ -75,10 +133,7 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
       (success: a walk toward the gold choice reached it; failure: a walk
       toward another choice reached it). Returned under ``"memory"``.
   """
-  totals = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
-                agree=0, decisions=0, gold_reach=0, gold_valid=0,
-                distractor_reach=0, distractor_valid=0, retrieved=0,
-                retrieved_recall=0.0, retrieved_nodes=0)
+  totals = GoalTotals()
   n_batches = data.dataset.batches_per_epoch(batch_size)
   for batch in tqdm.tqdm(data.dataset.ordered_batches(batch_size),
                          total=n_batches, desc=desc, disable=not progress):
@@ -95,28 +150,8 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
                 "reached": out["reached"][row].tolist(),
                 "oracle": out["oracle"][row].tolist()}
       if gold is not None:
-        totals["labeled"] += 1
-        hit = bool(out["reached"][row, gold])
-        orc = bool(out["oracle"][row, gold])
-        totals["hit"] += hit
-        totals["oracle"] += orc
-        totals["hit_and_oracle"] += hit and orc
-        totals["length"] += int(out["length"][row, gold]) if hit else 0
-        totals["agree"] += int(out["agree"][row, gold])
-        totals["decisions"] += int(out["decisions"][row, gold])
         gold_nodes = np.nonzero(batch.choice_mask[row, :, gold])[0]
-        if gold_nodes.size:
-          # The walker's retrieved subgraph: every node of its greedy walks
-          # toward every choice.
-          visited = np.unique(out["nodes"][row][out["valid"][row]])
-          totals["retrieved"] += 1
-          totals["retrieved_recall"] += np.isin(gold_nodes, visited).mean()
-          totals["retrieved_nodes"] += visited.size
-        for c in range(len(ex.choices)):
-          if out["valid"][row, c]:
-            key = "gold" if c == gold else "distractor"
-            totals[f"{key}_valid"] += 1
-            totals[f"{key}_reach"] += bool(out["reached"][row, c])
+        totals.add(out, row, gold, gold_nodes, len(ex.choices))
         if rows_file is not None:
           record["gold_paths"] = sorted({
               _path_text(kg, concepts[row], out["nodes"][row, gold, w],
@@ -124,24 +159,8 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
               for w in np.nonzero(out["walk_reached"][row, gold])[0]})
       if rows_file is not None:
         rows_file.write(json.dumps(record) + "\n")
-  n = max(totals["labeled"], 1)
-  return {
-      "questions": len(data.examples), "labeled": totals["labeled"],
-      "path_hit_rate": totals["hit"] / n,
-      "oracle_hit_rate": totals["oracle"] / n,
-      "path_hit_rate_reachable": totals["hit_and_oracle"] / max(
-          totals["oracle"], 1),
-      "mean_path_length": totals["length"] / max(totals["hit"], 1),
-      "teacher_agreement": totals["agree"] / max(totals["decisions"], 1),
-      "gold_reach_rate": totals["gold_reach"] / max(totals["gold_valid"], 1),
-      "distractor_reach_rate": totals["distractor_reach"] / max(
-          totals["distractor_valid"], 1),
-      "retrieved_recall": totals["retrieved_recall"] / max(
-          totals["retrieved"], 1),
-      "retrieved_nodes": totals["retrieved_nodes"] / max(
-          totals["retrieved"], 1),
-      **({"memory": memory} if update_memory else {}),
-  }
+  return {**totals.figures(len(data.examples)),
+          **({"memory": memory} if update_memory else {})}
 
 
 def evaluate(config, data_dir, workdir, *, step: int | None = None,

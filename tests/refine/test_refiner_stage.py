@@ -13,6 +13,7 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.driver import common, train_refiner, train_walker
+from racer_jax.driver.walker_run import load_memory
 from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.driver.inputs import load_workspace
 from racer_jax.rl import rollout as rollout_lib
@@ -131,7 +132,7 @@ def test_memory_and_refiner_checkpoint_roundtrip(walker_run, tmp_path):
   ckpt.close()
   chex.assert_trees_all_equal(restored, jax.device_get(state))
   # A new run seeded with this memory starts from exactly these counts.
-  seeded = train_walker.load_memory(root / "run", ws.kg.num_edges,
+  seeded = load_memory(root / "run", ws.kg.num_edges,
                                     ws.concept_emb.shape[1],
                                     log=lambda _: None)
   chex.assert_trees_all_equal(seeded, jax.device_get(state.memory))

@@ -25,10 +25,10 @@ import jax.numpy as jnp
 from racer_jax.graph import whole_graph as wg
 from racer_jax.memory import edge_memory
 from racer_jax.rl import reward as reward_lib
-from racer_jax.rl.policy import MASKED_LOGIT, WalkerPolicy
-from racer_jax.rl.rollout import (RolloutConfig, Trajectory, first_argmax,
-                                  inverse_cdf, policy_distribution,
-                                  relation_tables, sample_categorical)
+from racer_jax.rl.policy import WalkerPolicy
+from racer_jax.rl.rollout import (RolloutConfig, Trajectory,
+                                  policy_distribution, relation_tables,
+                                  select_action)
 
 
 @flax.struct.dataclass
@@ -140,26 +140,13 @@ def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
           cfg.memory_beta)
     valid = jnp.concatenate([acts.mask, jnp.ones((1,), bool)])
     log_probs, probs, cdf = policy_distribution(logits, valid)
-    u_sample, u_teacher = uniforms[t, 0], uniforms[t, 1]
-    if cfg.temperature == 1.0:
-      sampled = inverse_cdf(jax.lax.stop_gradient(cdf), u_sample)
-    else:
-      sampled = sample_categorical(jax.nn.softmax(jnp.where(
-          valid, jax.lax.stop_gradient(logits) / cfg.temperature,
-          MASKED_LOGIT)), u_sample)
-    greedy = first_argmax(log_probs)
     teacher = jnp.where(done, k, wg.teacher_action(acts, goal.distance, node,
                                                    descending))
-    forced = (~done) & (u_teacher < p_teacher)
+    forced = (~done) & (uniforms[t, 1] < p_teacher)
     if not cfg.teacher_stops:  # no closer candidate: no teacher action
       forced = forced & (teacher < k)
-    if cfg.greedy:
-      action, forced = greedy, jnp.zeros_like(forced)
-    elif cfg.sample_hops >= 0:  # multi-path: sample, then greedy; no teacher
-      action = jnp.where(t < cfg.sample_hops, sampled, greedy)
-      forced = jnp.zeros_like(forced)
-    else:
-      action = jnp.where(forced, teacher, sampled)
+    action, forced, greedy = select_action(cfg, logits, valid, log_probs, cdf,
+                                           uniforms[t, 0], t, teacher, forced)
     hit = jnp.arange(k) == action
     moved = (~done) & jnp.any(hit & acts.mask)
     chosen = acts.take(jnp.minimum(action, k - 1))

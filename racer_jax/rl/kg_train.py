@@ -17,10 +17,9 @@ import jax.numpy as jnp
 
 from racer_jax.data.goal_batch import GoalBatch
 from racer_jax.graph import whole_graph as wg
-from racer_jax.memory import edge_memory
 from racer_jax.rl import kg_rollout
 from racer_jax.rl.policy import WalkerPolicy
-from racer_jax.rl.train import (WalkerTrainConfig, _quality, apply_guarded,
+from racer_jax.rl.train import (WalkerTrainConfig, _quality, finish_update,
                                 walker_objective)
 
 
@@ -111,12 +110,8 @@ def make_kg_train_step(policy: WalkerPolicy, optimizer,
     (loss, (metrics, (ids, outcome))), grads = grad_fn(
         state.params, policy, graph, batch, rel_emb, rng, p_teacher, cfg,
         state.memory)
-    new_state, guard = apply_guarded(state, optimizer, loss, grads)
-    if cfg.memory_update:
-      new_state = new_state.replace(memory=edge_memory.update(
-          new_state.memory, ids.reshape(-1, ids.shape[-1]),
-          outcome.reshape(-1)))
-    return new_state, dict(metrics, **guard, p_teacher=p_teacher)
+    return finish_update(state, optimizer, cfg, loss, grads, metrics, ids,
+                         outcome, p_teacher)
 
   if wrap is not None:
     step = wrap(step)

@@ -209,6 +209,29 @@ def relation_tables(policy: WalkerPolicy, params, rel_emb) -> dict:
   return policy.apply(params, rel_emb, method=WalkerPolicy.relation_tables)
 
 
+def select_action(cfg: RolloutConfig, logits, valid, log_probs, cdf,
+                  u_sample, t, teacher_action, forced):
+  """One step's action [] in ``[0, K]`` of the rollout mode of ``cfg``:
+  greedy (evaluation), sample then greedy (multi-path: the first
+  ``cfg.sample_hops`` hops sampled), or the teacher's where ``forced``
+  (bool []) else a sample at ``cfg.temperature`` (``u_sample`` in [0, 1)).
+  Returns ``(action, forced, greedy)``; ``forced`` is False outside
+  teacher-guided training."""
+  if cfg.temperature == 1.0:
+    sampled = inverse_cdf(jax.lax.stop_gradient(cdf), u_sample)
+  else:
+    sampled = sample_categorical(jax.nn.softmax(jnp.where(
+        valid, jax.lax.stop_gradient(logits) / cfg.temperature,
+        MASKED_LOGIT)), u_sample)
+  greedy = first_argmax(log_probs)
+  if cfg.greedy:
+    return greedy, jnp.zeros_like(forced), greedy
+  if cfg.sample_hops >= 0:  # multi-path: sample, then greedy; no teacher
+    return (jnp.where(t < cfg.sample_hops, sampled, greedy),
+            jnp.zeros_like(forced), greedy)
+  return jnp.where(forced, teacher_action, sampled), forced, greedy
+
+
 def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
          start, uniforms, p_teacher, cfg: RolloutConfig,
          weights: reward_lib.RewardWeights) -> Trajectory:
@@ -228,24 +251,12 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
                                 cfg.memory_beta)
     valid = env.valid_actions(graph, state)
     log_probs, probs, cdf = policy_distribution(logits, valid)
-    u_sample, u_teacher = uniforms[t, 0], uniforms[t, 1]
-    if cfg.temperature == 1.0:
-      sampled = inverse_cdf(jax.lax.stop_gradient(cdf), u_sample)
-    else:
-      sampled = sample_categorical(jax.nn.softmax(jnp.where(
-          valid, jax.lax.stop_gradient(logits) / cfg.temperature,
-          MASKED_LOGIT)), u_sample)
-    greedy = first_argmax(log_probs)
     teacher_action = jnp.where(state.done, graph.num_actions - 1,
                                prep.teacher[node])
-    forced = (~state.done) & (u_teacher < p_teacher)
-    if cfg.greedy:
-      action, forced = greedy, jnp.zeros_like(forced)
-    elif cfg.sample_hops >= 0:  # multi-path: sample, then greedy; no teacher
-      action = jnp.where(t < cfg.sample_hops, sampled, greedy)
-      forced = jnp.zeros_like(forced)
-    else:
-      action = jnp.where(forced, teacher_action, sampled)
+    forced = (~state.done) & (uniforms[t, 1] < p_teacher)
+    action, forced, greedy = select_action(cfg, logits, valid, log_probs, cdf,
+                                           uniforms[t, 0], t, teacher_action,
+                                           forced)
     next_state, moved, _, relation = env.step(
         graph, state, action, stop_at_target=cfg.stop_at_target)
     r = reward_lib.step_reward(weights, prep.rewards, moved, relation, node,

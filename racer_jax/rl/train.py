@@ -167,6 +167,20 @@ def apply_guarded(state: TrainState, optimizer, loss, grads):
                      "finite": finite.astype(jnp.float32)}
 
 
+def finish_update(state: TrainState, optimizer, cfg: WalkerTrainConfig,
+                  loss, grads, metrics: dict, ids, outcome, p_teacher):
+  """The end of a walker update, subgraph or whole graph: the guarded
+  optimizer step, then (``cfg.memory_update``) the shared memory's counts
+  from the walks' edge ids [..., T] and outcomes [...]. Returns
+  ``(state, metrics)``."""
+  new_state, guard = apply_guarded(state, optimizer, loss, grads)
+  if cfg.memory_update:
+    new_state = new_state.replace(memory=edge_memory.update(
+        new_state.memory, ids.reshape(-1, ids.shape[-1]),
+        outcome.reshape(-1)))
+  return new_state, dict(metrics, **guard, p_teacher=p_teacher)
+
+
 def make_train_step(policy: WalkerPolicy, optimizer,
                     cfg: WalkerTrainConfig, donate: bool = True,
                     wrap=None):
@@ -183,12 +197,8 @@ def make_train_step(policy: WalkerPolicy, optimizer,
     (loss, (metrics, (ids, outcome))), grads = grad_fn(
         state.params, policy, batch, concept_emb, rel_emb, rng, p_teacher,
         cfg, theta, state.memory)
-    new_state, guard = apply_guarded(state, optimizer, loss, grads)
-    if cfg.memory_update:
-      new_state = new_state.replace(memory=edge_memory.update(
-          new_state.memory, ids.reshape(-1, ids.shape[-1]),
-          outcome.reshape(-1)))
-    return new_state, dict(metrics, **guard, p_teacher=p_teacher)
+    return finish_update(state, optimizer, cfg, loss, grads, metrics, ids,
+                         outcome, p_teacher)
 
   if wrap is not None:
     step = wrap(step)

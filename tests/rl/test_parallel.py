@@ -1,5 +1,6 @@
 """Data-parallel update on 8 (forced host) devices equals 1 device,
-parameters and the shared memory alike.
+parameters and the shared memory alike, for the subgraph and the
+whole-graph walker.
 
 Semantic pruning is off here: its top-k orders each node's edges by float
 scores, and a device holding 1 row instead of 8 rounds those matmuls
@@ -25,32 +26,49 @@ SCRIPT = textwrap.dedent("""
     from configs import test as test_config
     from racer_jax.driver import common
     from racer_jax.driver.inputs import load_workspace
-    from racer_jax.rl import parallel, train as train_lib
+    from racer_jax.driver.train_kg_walker import goal_data, whole_graph
+    from racer_jax.rl import kg_train, parallel, train as train_lib
 
     config = test_config.get_config()
+    config.walker.graph = {graph!r}
+    config.walker.bandwidth = 16
     config.memory.enabled = True  # the memory is updated and reranks
     config.walker.prune = False  # near-tied top-k orders: the module docstring
     ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
                         progress=False, log=lambda _: None)
-    data = ws.splits["train"].dataset
     policy = common.make_policy(config)
     opt = train_lib.make_optimizer(config.train.learning_rate, 1.0)
     cfg = common.walker_train_config(config)
+    if config.walker.graph == "kg":
+      data = goal_data(config, ws, "train", log=lambda _: None)
+      update = kg_train.make_kg_train_step(policy, opt, cfg)
+      sharded_leaf = lambda batch: batch.question_concepts
+    else:
+      data = ws.splits["train"].dataset
+      update = train_lib.make_train_step(policy, opt, cfg)
+      sharded_leaf = lambda batch: batch.node_mask
     finals, memories = [], []
     for devices in (1, 8):
       mesh = parallel.make_mesh(devices)
       state = parallel.replicate(mesh, train_lib.create_train_state(
           policy, opt, 0, ws.concept_emb.shape[1],
           memory_edges=ws.kg.num_edges))
-      update = train_lib.make_train_step(policy, opt, cfg)
-      cemb = parallel.replicate(mesh, ws.concept_emb)
       remb = parallel.replicate(mesh, ws.relation_emb)
+      if config.walker.graph == "kg":
+        graph = parallel.replicate(mesh, whole_graph(config, ws, lambda _: 0))
+        run = lambda state, batch: update(state, graph, batch, remb,
+                                          np.float32(0.5))
+      else:
+        cemb = parallel.replicate(mesh, ws.concept_emb)
+        run = lambda state, batch: update(state, batch, cemb, remb,
+                                          np.float32(0.5))
       for step in range(4):
-        batch = parallel.shard_batch(mesh, data.batch_for_step(step, 0, 8))
+        batch = parallel.shard_batch(mesh, data.batch_for_step(step, 0, 8), 8)
         if devices == 8:
-          leaf = batch.node_mask
+          leaf = sharded_leaf(batch)
           assert len(leaf.sharding.device_set) == 8, leaf.sharding
-        state, metrics = update(state, batch, cemb, remb, np.float32(0.5))
+        state, metrics = run(state, batch)
+        assert float(metrics["finite"]) == 1.0
       # The memory stays replicated: every device holds all the counts.
       assert state.memory.success.sharding.is_fully_replicated
       finals.append(jax.device_get(state.params))
@@ -68,11 +86,13 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
-def test_eight_devices_match_one():
+@pytest.mark.parametrize("graph", ["subgraph", "kg"])
+def test_eight_devices_match_one(graph):
   env = dict(os.environ,
              XLA_FLAGS="--xla_force_host_platform_device_count=8",
              JAX_PLATFORMS="cpu")
-  out = subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO))],
-                       capture_output=True, text=True, env=env, timeout=600)
+  out = subprocess.run(
+      [sys.executable, "-c", SCRIPT.format(repo=str(REPO), graph=graph)],
+      capture_output=True, text=True, env=env, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "OK" in out.stdout, out.stdout

@@ -1,5 +1,6 @@
 """The jitted walker update: one compile per bucket, NaN guard, exact
-checkpoints and resume, learning on the demo KG."""
+checkpoints and resume (subgraph and whole-graph walkers), learning on the
+demo KG."""
 
 import functools
 import json
@@ -29,12 +30,13 @@ def demo_ws(tmp_path_factory):
                                 progress=False, log=lambda _: None)
 
 
-def _setup(config, ws):
+def _setup(config, ws, memory_edges: int = 0):
   policy = common.make_policy(config)
   optimizer = train_lib.make_optimizer(config.train.learning_rate,
                                        config.train.grad_clip)
   state = train_lib.create_train_state(policy, optimizer, config.seed,
-                                       ws.concept_emb.shape[1])
+                                       ws.concept_emb.shape[1],
+                                       memory_edges=memory_edges)
   return policy, optimizer, state
 
 
@@ -90,16 +92,22 @@ def test_checkpoint_roundtrip_is_exact(demo_ws, tmp_path):
 
 
 @pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
-def test_resume_after_stop_equals_uninterrupted(tmp_path):
+@pytest.mark.parametrize("graph", ["subgraph", "kg"])
+def test_resume_after_stop_equals_uninterrupted(tmp_path, graph):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
+  if graph == "kg":  # the whole-graph walker, its shared memory checkpointed
+    config.walker.graph = "kg"
+    config.walker.bandwidth = 16
+    config.memory.enabled = True
   quiet = dict(progress=False, log=lambda _: None)
   train_walker.train(config, None, tmp_path / "straight", **quiet)
   train_walker.train(config, None, tmp_path / "stopped", stop_after=13,
                      **quiet)  # dies after step 13; last checkpoint: 10
   train_walker.train(config, None, tmp_path / "stopped", **quiet)
-  _, _, template = _setup(config, load_workspace(
-      config, None, config.prep_dir, ["train"], **quiet))
+  ws = load_workspace(config, None, config.prep_dir, ["train"], **quiet)
+  _, _, template = _setup(config, ws, memory_edges=ws.kg.num_edges
+                          if config.memory.enabled else 0)
   finals = []
   for name in ("straight", "stopped"):
     ckpt = Checkpointer(tmp_path / name / "checkpoints")
@@ -107,6 +115,9 @@ def test_resume_after_stop_equals_uninterrupted(tmp_path):
     ckpt.close()
     assert step == config.train.num_steps
     finals.append(state)
+  if config.memory.enabled:
+    assert float(finals[0].memory.success.sum() +
+                 finals[0].memory.failure.sum()) > 0
   chex.assert_trees_all_equal(finals[0], finals[1])
 
 

@@ -19,6 +19,7 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
           prune_weights=tuple(float(x) for x in w.prune_weights),
           stop_at_target=w.stop_at_target, temperature=t.temperature,
           heuristic_weight=w.get("heuristic_weight", 0.0),
+          # runs saved before the field existed had the teacher stop
           teacher_stops=bool(w.get("teacher_stops", True)),
           score_tables=bool(w.get("score_tables", False)),
           memory_beta=memory_beta(config)),

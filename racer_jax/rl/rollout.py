@@ -37,7 +37,7 @@ class RolloutConfig:
   memory_beta: float = 0.0       # shared-memory reranking: + β·quality(edge)
   sample_hops: int = -1          # multi-path: sample this many hops, then
   #                                greedy (-1: every hop by the mode above)
-  teacher_stops: bool = True     # whole-graph walker: the teacher coin
+  teacher_stops: bool = False    # whole-graph walker: the teacher coin
   #                                also forces STOP where no candidate is
   #                                closer (False: the walker samples there)
   score_tables: bool = False     # whole-graph walker: pruning scores from

@@ -23,8 +23,8 @@ CASES = {
         max_steps=3, top_k=3, prune=True, stop_at_target=True,
         prune_weights=(1.0, 0.5, 2.0), temperature=0.7), 0.5),
     "teacher-prune": ("gru", RolloutConfig(max_steps=3, top_k=4), 1.0),
-    "teacher-nostop": ("gru", RolloutConfig(max_steps=3, top_k=3,
-                                            teacher_stops=False), 0.8),
+    "teacher-stops": ("gru", RolloutConfig(max_steps=3, top_k=3,
+                                           teacher_stops=True), 0.8),
     "greedy-full-nostop-lstm": ("lstm", RolloutConfig(
         max_steps=4, prune=False, stop_at_target=False, greedy=True), 0.0),
     "sample-full": ("gru", RolloutConfig(max_steps=3, prune=False), 0.3),

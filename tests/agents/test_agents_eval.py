@@ -88,8 +88,11 @@ def test_answer_run_without_paths_in_the_loop(answer_run, retrieval_runs,
   assert any(p for r in rows for rd in r["rounds"] for p in rd["paths"])
   for r in rows:
     assert all(k == "" for rd in r["rounds"] for k in rd["knowledge"])
+    # the same input every round; later rounds batch fewer questions, so
+    # the matmuls may round differently in the last bits
     probs = [rd["probs"] for rd in r["rounds"]]
-    assert all(p == probs[0] for p in probs)
+    for p in probs:
+      np.testing.assert_allclose(p, probs[0], rtol=1e-5, atol=1e-7)
   # launch/answer.py takes the same option, and the critic this evaluation
   # fitted on the validation slice for this setup
   out = subprocess.run(

@@ -52,9 +52,9 @@ _BASELINES = flags.DEFINE_list("kg_baselines", ["numpy", "torch"],
 _MAX_STEPS = flags.DEFINE_integer("kg_max_steps", 3, "kg_rollout: hops.")
 
 # size: (embed dim, hidden, recurrent, bandwidth, prune)
-WALKERS = {"cn100k": (64, 64, "gru", 256, True),
+WALKERS = {"cn100k": (64, 256, "gru", 256, True),  # configs/csqa.py's walker
            "multihopkg": (200, 200, "lstm", 400, False),
-           "fullsize": (64, 64, "gru", 256, True)}
+           "fullsize": (64, 256, "gru", 256, True)}
 
 
 def _times(fn, repeats):

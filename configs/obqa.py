@@ -11,8 +11,8 @@ def get_config():
   config.batch.num_choices = 4
   config.walker.graph = "kg"  # RACER's setting: the whole graph
   # CN-100K's 76k concepts: per-question score tables over all nodes prune
-  # 2.8x faster than gathers of the candidates' vectors (kg_rollout
-  # benchmark); on the 800k-concept graph gathers win (tables 0.85x)
+  # 2.0x faster than gathers of the candidates' vectors (kg_rollout
+  # benchmark, width 256); on the 800k-concept graph gathers win (0.77x)
   config.walker.score_tables = True
   # the whole graph needs a wider policy than the subgraphs: on CSQA dev
   # width 256 reaches 0.725-0.727 of the reachable golds, width 64 0.666-0.682

@@ -154,6 +154,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.reached_only = False    # show only paths that reach it
   config.answer.choice_triples = 0      # KEAR: each choice's own KG triples
   #                                       shown before the paths (0: none)
+  # frozen_head only: a refiner run whose walker's per-choice evidence
+  # (reach frequency, best path log-probability, refiner score) the head
+  # reads as numbers beside the text ("" = none); independent of
+  # knowledge_workdir, whose paths are shown as text
+  config.answer.evidence_workdir = ""
   # KEAR: the k most similar training questions with their answers
   # (racer_jax/agents/similar_questions.py); on CSQA mostly the sibling
   # questions of the same source concept, so report it apart.

@@ -48,6 +48,9 @@ class AnswerRequest:
   # extra text (:attr:`EnsembleAnswerer.views`), per choice, that view's
   # text (``views[0] == knowledge``); None: every member sees ``knowledge``
   views: list[list[str]] | None = None
+  # per choice, the walker's evidence (graph_agent.choice_evidence) for an
+  # answer model that reads it (answer.evidence_workdir); None: not given
+  evidence: list[dict] | None = None
 
 
 def _rationale(req: AnswerRequest, choice: int, confidence: float) -> str:
@@ -93,6 +96,7 @@ class LocalAnswerer:
     self._params = restored[0].params
     self._model = model
     self.uses_knowledge = bool(config.answer.knowledge_workdir)
+    self.uses_evidence = bool(config.answer.get("evidence_workdir", ""))
     self.num_choices = config.batch.num_choices
     self.batch_size = batch_size
 
@@ -102,7 +106,7 @@ class LocalAnswerer:
     if self.kind == "frozen_head":
       from racer_jax.driver.train_answer_head import head_probs
       return head_probs(self._model, self._params, self._encoder, requests,
-                        self.num_choices)
+                        self.num_choices, self.uses_evidence)
     tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
               for r in requests]
     data = train_answer.AnswerData(
@@ -147,6 +151,7 @@ def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
 KNOWLEDGE_FIELDS = (
     "answer.knowledge_workdir", "answer.paths_per_choice",
     "answer.max_sentences", "answer.reached_only", "answer.choice_triples",
+    "answer.evidence_workdir",
     "answer.similar_questions", "use_openbook", "openbook.facts_per_choice",
     "batch.num_choices")
 # The part of it that is text put before the graph's triples
@@ -160,7 +165,8 @@ EXTRA_TEXT_FIELDS = ("answer.similar_questions", "use_openbook",
 # Fields added after some runs were saved, and the value those runs were
 # trained with (what the training code reads when the field is absent).
 ABSENT_MEANS = {"answer.reached_only": False, "answer.choice_triples": 0,
-                "answer.similar_questions": 0, "use_openbook": False}
+                "answer.similar_questions": 0, "use_openbook": False,
+                "answer.evidence_workdir": ""}
 
 
 def knowledge_setup(config) -> dict:
@@ -226,6 +232,7 @@ class EnsembleAnswerer:
     self.config = members[0].config
     self.num_choices = members[0].num_choices
     self.uses_knowledge = members[0].uses_knowledge
+    self.uses_evidence = members[0].uses_evidence
     self.step = [m.step for m in members]
     self.workdirs = [str(m.workdir) for m in members]
 

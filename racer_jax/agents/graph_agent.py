@@ -89,6 +89,33 @@ def read_paths(kg, batch, out: dict, row: int, num_choices: int,
   return per_choice
 
 
+def choice_evidence(out: dict, row: int, num_choices: int) -> list[dict]:
+  """One question's walker evidence per choice (host side), from the
+  retriever's output ``out`` ([B, P] arrays, P = C · paths_per_choice):
+
+  ``walks`` sampled toward the choice, ``reached`` (how many of them reached
+  it, duplicates included: the reach frequency), ``distinct`` (distinct
+  real paths among them), ``best_log_prob`` (the best reaching walk's path
+  log-probability; None if none reached) and ``best_score`` (the refiner's
+  best score over its distinct paths; None without one)."""
+  choice = np.asarray(out["choice"][row])
+  reached = np.asarray(out["reached"][row], bool)
+  valid = np.asarray(out["valid"][row], bool)
+  log_prob = np.asarray(out["log_prob"][row], np.float64)
+  score = np.asarray(out["score"][row], np.float64)
+  evidence = []
+  for c in range(num_choices):
+    mine = choice == c
+    hit = mine & reached & np.isfinite(log_prob)
+    scored = mine & valid & np.isfinite(score)
+    evidence.append({
+        "walks": int(mine.sum()), "reached": int((mine & reached).sum()),
+        "distinct": int((mine & valid).sum()),
+        "best_log_prob": float(log_prob[hit].max()) if hit.any() else None,
+        "best_score": float(score[scored].max()) if scored.any() else None})
+  return evidence
+
+
 _RETRIEVERS: dict = {}
 
 

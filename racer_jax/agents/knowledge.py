@@ -2,7 +2,9 @@
 
 ``<refiner_workdir>/knowledge/<split>.k<keep>.jsonl`` holds, per question
 (in dataset order), the GraphAgent's best ``keep`` paths toward each choice,
-as triples with their refiner scores. Written to a temporary file and
+as triples with their refiner scores, and the walker's evidence per choice
+(:func:`~racer_jax.agents.graph_agent.choice_evidence`: reach frequency,
+best reaching log-probability, best refiner score). Written to a temporary file and
 renamed, so a crash leaves either no file or a complete one; read back with
 the question ids checked against the examples.
 """
@@ -18,11 +20,13 @@ import jax
 import ml_collections
 import tqdm
 
-from racer_jax.agents.graph_agent import GraphAgent, RetrievedPath
+from racer_jax.agents.graph_agent import (GraphAgent, RetrievedPath,
+                                         choice_evidence)
 from racer_jax.agents import templates
 from racer_jax.errors import DataError
 
 Knowledge = list[list[list[RetrievedPath]]]  # [question][choice][path]
+Evidence = list[list[dict]]  # [question][choice] choice_evidence
 
 
 def knowledge_file(refiner_workdir, split: str, keep: int) -> Path:
@@ -35,15 +39,18 @@ def dump_split(agent: GraphAgent, split_data, path: Path, batch_size: int,
   counts: questions, paths, triples and verified triples."""
   examples = split_data.examples
   rows: dict[int, list] = {}
+  evidence: dict[int, list] = {}
   dataset = split_data.dataset
   for i, batch in enumerate(tqdm.tqdm(
       dataset.ordered_batches(batch_size), desc=f"retrieve {path.stem}",
       total=dataset.batches_per_epoch(batch_size), disable=not progress)):
-    _, per_row = agent.retrieve(batch, jax.random.fold_in(
+    out, per_row = agent.retrieve(batch, jax.random.fold_in(
         jax.random.PRNGKey(seed), i))
     for b, choices in enumerate(per_row):
       if choices is not None:
         rows[int(batch.example_index[b])] = choices
+        evidence[int(batch.example_index[b])] = choice_evidence(
+            out, b, len(choices))
   stats = {"questions": len(examples), "paths": 0, "triples": 0,
            "verified_triples": 0}
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,16 +65,21 @@ def dump_split(agent: GraphAgent, split_data, path: Path, batch_size: int,
         for p in paths:
           stats["triples"] += len(p.triples)
           stats["verified_triples"] += len(p.triples) if p.verified else 0
+      none = {"walks": 0, "reached": 0, "distinct": 0,
+              "best_log_prob": None, "best_score": None}
+      seen = (evidence.get(index, []) + [none] * len(example.choices))[
+          :len(example.choices)]
       f.write(json.dumps({"id": example.id, "choices": [
-          [p.to_dict() for p in paths] for paths in choices]}) + "\n")
+          [p.to_dict() for p in paths] for paths in choices],
+                          "evidence": seen}) + "\n")
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
   return stats
 
 
-def load_split(path: Path, examples) -> Knowledge:
-  """Reads a knowledge file; its ids must match ``examples`` in order."""
+def _records(path: Path, examples):
+  """A knowledge file's records; their ids must match ``examples``."""
   out = []
   with open(path, encoding="utf-8") as f:
     lines = f.read().splitlines()
@@ -83,16 +95,35 @@ def load_split(path: Path, examples) -> Knowledge:
       raise DataError(path, n, "id", f"{record.get('id')!r} but the "
                       f"dataset has {example.id!r} here: delete it to "
                       "rebuild")
-    out.append([[RetrievedPath.from_dict(p) for p in paths]
-                for paths in record["choices"]])
+    out.append(record)
+  return out
+
+
+def load_split(path: Path, examples) -> Knowledge:
+  """Reads a knowledge file's paths; its ids must match ``examples``."""
+  return [[[RetrievedPath.from_dict(p) for p in paths]
+           for paths in record["choices"]]
+          for record in _records(path, examples)]
+
+
+def load_evidence(path: Path, examples) -> Evidence:
+  """Reads a knowledge file's per-choice walker evidence."""
+  out = []
+  for n, record in enumerate(_records(path, examples), 1):
+    if "evidence" not in record:
+      raise DataError(path, n, "evidence", "missing (written before the "
+                      "walker evidence was kept): delete it to rebuild")
+    out.append(record["evidence"])
   return out
 
 
 def ensure_knowledge(refiner_workdir, data_dir, splits, *, keep: int,
                      batch_size: int, seed: int, progress: bool = True,
-                     log: Callable[[str], None] = print) -> dict:
+                     log: Callable[[str], None] = print,
+                     evidence: bool = False) -> dict:
   """Knowledge for ``splits`` from the refiner run, retrieved once and
-  cached. Returns ``{split: Knowledge}``."""
+  cached. Returns ``{split: Knowledge}`` (with ``evidence``: ``{split:
+  Evidence}``)."""
   from racer_jax.driver import common
   from racer_jax.driver.inputs import load_workspace
   refiner_workdir = Path(refiner_workdir)
@@ -110,8 +141,9 @@ def ensure_knowledge(refiner_workdir, data_dir, splits, *, keep: int,
       stats = dump_split(agent, ws.splits[split], path, batch_size, seed,
                          progress)
       log(f"{path}: {stats}")
-  return {s: load_split(knowledge_file(refiner_workdir, s, keep),
-                        ws.splits[s].examples) for s in splits}
+  load = load_evidence if evidence else load_split
+  return {s: load(knowledge_file(refiner_workdir, s, keep),
+                  ws.splits[s].examples) for s in splits}
 
 
 def choice_texts(knowledge: Knowledge, max_sentences: int,

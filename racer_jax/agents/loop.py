@@ -30,7 +30,8 @@ import numpy as np
 from racer_jax.agents import choice_triples, templates
 from racer_jax.agents.answer import Answer, AnswerRequest
 from racer_jax.agents.critic import Proposal, Verdict
-from racer_jax.agents.graph_agent import GraphAgent, RetrievedPath
+from racer_jax.agents.graph_agent import (GraphAgent, RetrievedPath,
+                                         choice_evidence)
 from racer_jax.memory import edge_memory
 
 
@@ -212,8 +213,9 @@ class Collaboration:
     active = list(rows)
     for turn in range(self.max_turns):
       t = self.graph.temperature + turn * self.temperature_step
-      _, per_row = self.graph.retrieve(batch, jax.random.fold_in(rng, turn),
-                                       temperature=t, examples=examples)
+      out, per_row = self.graph.retrieve(batch, jax.random.fold_in(
+          rng, turn), temperature=t, examples=examples)
+      wants_evidence = getattr(self.answerer, "uses_evidence", False)
       requests, shown = [], []
       for b in active:
         ex = examples[index[b]]
@@ -225,8 +227,11 @@ class Collaboration:
                        for o, ps in zip(own, paths)]
         views = [_with_extra(graph_texts, extra, index[b]) for extra in
                  (self.extra_views or [self.extra_knowledge])]
-        requests.append(AnswerRequest(ex.stem, list(ex.choices), views[0],
-                                      views if len(views) > 1 else None))
+        requests.append(AnswerRequest(
+            ex.stem, list(ex.choices), views[0],
+            views if len(views) > 1 else None,
+            evidence=choice_evidence(out, b, len(ex.choices))
+            if wants_evidence else None))
         shown.append((paths, own))
       answers = self.answerer.answer_many(requests)
       proposals = [Proposal(r, a, support_of(ps[a.choice]), index[b])

@@ -99,6 +99,12 @@ def check_config(config) -> None:
   if _get(config, "answer.validation_fraction") == 1.0:
     raise ConfigError("answer.validation_fraction=1.0: must be < 1 (the "
                       "answer stage needs training questions)")
+  evidence = _get(config, "answer.evidence_workdir")
+  if evidence not in (_MISSING, "") and \
+      _get(config, "answer.model") != "frozen_head":
+    raise ConfigError(f"answer.evidence_workdir={evidence!r}: only the "
+                      "frozen_head answer model reads the walker's evidence "
+                      "(set answer.model=frozen_head)")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

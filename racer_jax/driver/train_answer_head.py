@@ -2,7 +2,8 @@
 head over frozen MiniLM vectors of question, choice and knowledge
 (:mod:`racer_jax.text.choice_head`). Same data, knowledge and evaluation as
 the cross-encoder stage; the vectors are encoded once and cached in the
-workdir."""
+workdir. With ``answer.evidence_workdir`` the head also reads each choice's
+whole-graph walker evidence (:func:`choice_head.evidence_features`)."""
 
 from __future__ import annotations
 
@@ -52,18 +53,22 @@ def create_state(config, dim: int, num_steps: int):
   optimizer = optax.adamw(schedule, weight_decay=a.weight_decay)
   rng = jax.random.PRNGKey(config.seed)
   z = jnp.zeros((1, dim))
+  e = (jnp.zeros((1, 1, choice_head.EVIDENCE_DIM))
+       if a.get("evidence_workdir", "") else None)
   params = model.init(jax.random.fold_in(rng, 0x4ead), z, z[:, None],
-                      z[:, None])["params"]
+                      z[:, None], e)["params"]
   state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
                                step=jnp.zeros((), jnp.int32), rng=rng,
                                memory=edge_memory.empty(1))  # unused
   return model, optimizer, state
 
 
-def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
-          log: Callable[[str], None] = print,
+def train(config, data_dir, workdir, *, knowledge, evidence=None,
+          progress: bool = True, log: Callable[[str], None] = print,
           stop_after: int | None = None) -> tuple[dict, bool]:
-  """``(last logged metrics, every update done)``."""
+  """``(last logged metrics, every update done)``. ``knowledge``: ``{split:
+  [Q][C] text}`` or None; ``evidence``: ``{split: [Q][C] choice_evidence}``
+  (with ``answer.evidence_workdir``) or None."""
   from racer_jax.text.minilm import MiniLMEncoder
   workdir = Path(workdir)
   a, t = config.answer, config.train
@@ -77,9 +82,13 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
     feats[split] = cached_features(
         workdir / f"features.{split}.npz", encoder, examples,
         knowledge[split] if knowledge else None, c)
+    if evidence is not None:
+      feats[split] = feats[split][:3] + (choice_head.evidence_features(
+          evidence[split], c),) + feats[split][3:]
     gold[split] = np.array([-1 if e.answer_index is None else
                             e.answer_index for e in examples], np.int32)
-  q, cc, k, mask = feats[t.split]
+  *inputs, mask = feats[t.split]
+  q = inputs[0]
   # the validation slice is kept out of training (the critic is fitted on it)
   train_rows, val_rows = validation.split_rows(config, len(q))
   n, bs = len(train_rows), a.head_batch_size
@@ -120,15 +129,14 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
           jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
     rows = train_rows[orders[epoch][i * bs:(i + 1) * bs]]
     g = gold[t.split][rows]
-    return step_fn(state, (q[rows], cc[rows], k[rows]), mask[rows], g)
+    return step_fn(state, tuple(x[rows] for x in inputs), mask[rows], g)
 
   forward = jax.jit(lambda p, f, m: jax.nn.softmax(
       choice_head.head_logits(model, p, f, m), -1))
 
   def accuracy_on(params, split, rows=None):
-    eq, ec, ek, em = (x if rows is None else x[rows]
-                      for x in feats[split])
-    probs = np.asarray(forward(params, (eq, ec, ek), em))
+    *ins, em = (x if rows is None else x[rows] for x in feats[split])
+    probs = np.asarray(forward(params, tuple(ins), em))
     g = gold[split] if rows is None else gold[split][rows]
     keep = g >= 0
     return float(np.mean(np.argmax(probs[keep], -1) == g[keep]))
@@ -157,11 +165,20 @@ def train(config, data_dir, workdir, *, knowledge, progress: bool = True,
   return last, end == total
 
 
-def head_probs(model, params, encoder, requests, num_choices) -> np.ndarray:
-  """Choice probabilities [Q, num_choices] for AnswerRequests."""
+def head_probs(model, params, encoder, requests, num_choices,
+               uses_evidence: bool = False) -> np.ndarray:
+  """Choice probabilities [Q, num_choices] for AnswerRequests (with
+  ``uses_evidence``, each must carry its walker ``evidence``)."""
   q, c, k, mask = choice_head.encode_features(
       encoder, [r.question for r in requests], [r.choices for r in requests],
-      [r.knowledge for r in requests], num_choices)
-  logits = choice_head.head_logits(model, params, (q, c, k), mask)
+      [r.knowledge or [""] * len(r.choices) for r in requests], num_choices)
+  features = (q, c, k)
+  if uses_evidence:
+    if any(r.evidence is None for r in requests):
+      raise ValueError("this answer run reads the walker's evidence "
+                       "(answer.evidence_workdir) but a request has none")
+    features += (choice_head.evidence_features(
+        [r.evidence for r in requests], num_choices),)
+  logits = choice_head.head_logits(model, params, features, mask)
   return np.asarray(jax.nn.softmax(logits, -1))
 

@@ -50,9 +50,12 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   knowledge = train_answer.knowledge_for(config, data_dir, [split], progress,
                                          log, cache_dir=workdir)
   shown = knowledge[split] if knowledge else None
+  evidence = train_answer.evidence_for(config, data_dir, [split], progress,
+                                       log)
   examples = train_answer.load_examples(config, data_dir, split)
   requests = [AnswerRequest(e.stem, list(e.choices),
-                            shown[i] if shown else None)
+                            shown[i] if shown else None,
+                            evidence=evidence[split][i] if evidence else None)
               for i, e in enumerate(examples)]
   probs = answerer.probs(requests)
   gold = np.array([-1 if e.answer_index is None else e.answer_index

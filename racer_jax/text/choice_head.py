@@ -8,6 +8,11 @@ sentences ``k`` (zeros without knowledge), combined as
 questions) and scored by an MLP; softmax over a
 question's choices, cross-entropy. Encoding runs once (cached); training
 takes seconds per epoch on a CPU.
+
+With ``answer.evidence_workdir`` each choice also gets the whole-graph
+walker's evidence as :data:`EVIDENCE_DIM` numbers (:func:`evidence_features`:
+reach frequency, best reaching log-probability, refiner score, each also
+relative to the question's best choice), concatenated to the MLP's input.
 """
 
 from __future__ import annotations
@@ -22,22 +27,24 @@ class ChoiceHead(nn.Module):
   dropout: float = 0.1
 
   @nn.compact
-  def __call__(self, q, c, k, deterministic: bool = True):
-    """q: [B, d]; c, k: [B, C, d] -> scores [B, C]."""
+  def __call__(self, q, c, k, e=None, deterministic: bool = True):
+    """q: [B, d]; c, k: [B, C, d]; e: [B, C, EVIDENCE_DIM] or None ->
+    scores [B, C]."""
     q = jnp.broadcast_to(q[:, None], c.shape)
     sims = jnp.stack([jnp.sum(q * c, -1), jnp.sum(c * k, -1),
                       jnp.sum(q * k, -1)], axis=-1)
-    x = jnp.concatenate([q, c, k, q * c, c * k, q * k, sims], axis=-1)
+    parts = [q, c, k, q * c, c * k, q * k, sims]
+    x = jnp.concatenate(parts + ([] if e is None else [e]), axis=-1)
     x = nn.gelu(nn.Dense(self.hidden, name="hidden")(x))
     x = nn.Dropout(self.dropout)(x, deterministic=deterministic)
     return nn.Dense(1, name="score")(x)[..., 0]
 
 
 def head_logits(model: ChoiceHead, params, features, choice_mask, rng=None):
-  """features: ``(q [B, d], c [B, C, d], k [B, C, d])`` -> [B, C] with
-  padded choices at -1e9."""
-  q, c, k = features
-  scores = model.apply({"params": params}, q, c, k,
+  """features: ``(q [B, d], c [B, C, d], k [B, C, d])``, optionally with
+  ``e [B, C, EVIDENCE_DIM]`` -> [B, C] with padded choices at -1e9."""
+  q, c, k, *e = features
+  scores = model.apply({"params": params}, q, c, k, e[0] if e else None,
                        deterministic=rng is None,
                        rngs=None if rng is None else {"dropout": rng})
   return jnp.where(choice_mask, scores, -1e9)
@@ -66,3 +73,51 @@ def encode_features(encoder, questions, choices, knowledge, num_choices):
       if kt:
         k[i, j] = vectors[index[kt]]
   return q, c, k, mask
+
+
+EVIDENCE_DIM = 9
+LOG_PROB_FLOOR = -10.0  # best log-probabilities are clipped here
+
+
+def evidence_features(evidence, num_choices: int) -> np.ndarray:
+  """float32 [Q, num_choices, EVIDENCE_DIM] from per question, per choice
+  :func:`racer_jax.agents.graph_agent.choice_evidence` dicts. Per choice:
+
+  0. reach frequency (reached / walks);
+  1. any walk reached it;
+  2. best reaching log-probability, clipped at ``LOG_PROB_FLOOR`` and
+     mapped to [0, 1] (0: none reached);
+  3. reach frequency minus the question's best;
+  4. it is the walker's pick (most reached, ties by log-probability; all
+     tied choices get 1; none when nothing was reached);
+  5. best log-probability feature minus the question's best;
+  6. it has a distinct path the refiner scored;
+  7. softmax over the question's choices of the best refiner scores
+     (choices without a path get 0);
+  8. distinct paths / walks (how varied its walks were).
+  Padding choices are zeros."""
+  out = np.zeros((len(evidence), num_choices, EVIDENCE_DIM), np.float32)
+  for i, choices in enumerate(evidence):
+    n = min(len(choices), num_choices)
+    walks = np.array([max(choices[j]["walks"], 1) for j in range(n)], float)
+    reach = np.array([choices[j]["reached"] for j in range(n)]) / walks
+    lp = np.array([0.0 if choices[j]["best_log_prob"] is None else
+                   1.0 - max(choices[j]["best_log_prob"], LOG_PROB_FLOOR)
+                   / LOG_PROB_FLOOR for j in range(n)])
+    has = np.array([choices[j]["best_score"] is not None for j in range(n)])
+    score = np.array([choices[j]["best_score"] or 0.0 for j in range(n)])
+    soft = np.zeros(n)
+    if has.any():
+      z = np.where(has, score - score[has].max(), -np.inf)
+      soft = np.exp(z) / np.exp(z).sum()
+    pick = np.zeros(n)
+    if n and reach.max() > 0:
+      top = reach == reach.max()
+      pick = (top & (np.where(top, lp, -1) == np.where(top, lp, -1).max())
+              ).astype(float)
+    distinct = np.array([choices[j]["distinct"] for j in range(n)]) / walks
+    if n:
+      out[i, :n] = np.stack([
+          reach, reach > 0, lp, reach - reach.max(), pick, lp - lp.max(),
+          has, soft, distinct], axis=-1)
+  return out

@@ -128,3 +128,45 @@ def test_frozen_head_option_learns_and_answers(tokenizer, retrieval_runs,
       "Where does a bird live?", ["nest", "oven"], ["Bird is found at nest.",
                                                     ""])])
   assert a.choice in (0, 1) and abs(sum(a.probs) - 1) < 1e-5
+
+
+@pytest.mark.slow  # encodes and trains
+def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path):
+  """``answer.evidence_workdir``: the head trains on the walker's
+  per-choice evidence (no path text), evaluates from its checkpoint with
+  the evidence it was trained with, and refuses requests without it."""
+  from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  from racer_jax.eval import answer_eval
+  from racer_jax.text import choice_head
+  config, _, refiner_dir = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.stage = "answer"
+  config.answer.model = "frozen_head"
+  config.answer.evidence_workdir = str(refiner_dir)
+  config.answer.head_epochs = 5.0
+  config.answer.head_batch_size = 8
+  config.train.log_every = 1
+  workdir = tmp_path / "evidence"
+  train_answer.train(config, None, workdir, **QUIET)
+  answerer = LocalAnswerer(workdir)
+  assert answerer.uses_evidence and not answerer.uses_knowledge
+  width = answerer._params["hidden"]["kernel"].shape[0]
+  assert width == 6 * answerer._encoder.dim + 3 + choice_head.EVIDENCE_DIM
+  figures = answer_eval.evaluate(config, None, workdir, **QUIET)
+  trained = [json.loads(x) for x in
+             (workdir / "metrics.jsonl").read_text().splitlines()
+             if "eval/accuracy" in x][-1]["eval/accuracy"]
+  assert figures["accuracy"] == pytest.approx(trained)
+  seen = {"walks": 4, "reached": 3, "distinct": 2, "best_log_prob": -1.0,
+          "best_score": 0.5}
+  never = {"walks": 4, "reached": 0, "distinct": 1, "best_log_prob": None,
+           "best_score": -0.5}
+  request = AnswerRequest("Where does a bird live?", ["nest", "oven"],
+                          ["", ""], evidence=[seen, never])
+  [a] = answerer.answer_many([request])
+  swapped = AnswerRequest(request.question, request.choices, ["", ""],
+                          evidence=[never, seen])
+  [b] = answerer.answer_many([swapped])
+  assert a.probs != b.probs  # the evidence is read
+  with pytest.raises(ValueError, match="reads the walker's evidence"):
+    answerer.answer_many([AnswerRequest("q", ["a", "b"], ["", ""])])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from racer_jax.agents import knowledge
-from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.agents.graph_agent import GraphAgent, choice_evidence
 from racer_jax.errors import DataError
 from racer_jax.memory import edge_memory
 from tests.agents.conftest import QUIET
@@ -53,6 +53,39 @@ def test_paths_are_real_kg_triples_best_first(agent, demo_workspace):
           assert hit.any() and t.edge_id in row["edge_id"][hit]
           seen += 1
   assert seen > 0
+
+
+def test_choice_evidence_counts_each_choices_walks(agent, demo_workspace):
+  data = demo_workspace.splits["dev"]
+  batch = data.dataset.batch_for_step(0, 0, 4)
+  out, rows = agent.retrieve(batch, jax.random.PRNGKey(1))
+  c = batch.choice_valid.shape[1]
+  per = agent._cfg.paths_per_choice
+  any_reached = False
+  for b in np.flatnonzero(batch.example_mask):
+    evidence = choice_evidence(out, int(b), c)
+    for j, e in enumerate(evidence):
+      # a plain loop over the row's walks: those aimed at choice j
+      walks = [p for p in range(out["choice"].shape[1])
+               if out["choice"][b, p] == j]
+      assert e["walks"] == len(walks) == per
+      hits = [p for p in walks if out["reached"][b, p]]
+      assert e["reached"] == len(hits)
+      assert e["distinct"] == sum(bool(out["valid"][b, p]) for p in walks)
+      if hits:
+        any_reached = True
+        assert e["best_log_prob"] == pytest.approx(
+            max(float(out["log_prob"][b, p]) for p in hits))
+      else:
+        assert e["best_log_prob"] is None
+      scored = [float(out["score"][b, p]) for p in walks
+                if out["valid"][b, p]]
+      assert e["best_score"] == (pytest.approx(max(scored)) if scored
+                                 else None)
+      # the kept paths' best score is the choice's best score
+      if rows[b][j]:
+        assert rows[b][j][0].score == pytest.approx(e["best_score"])
+  assert any_reached
 
 
 def test_rejection_and_success_counts_land_on_the_paths_edges(agent,
@@ -107,3 +140,22 @@ def test_knowledge_files_roundtrip_and_check_ids(retrieval_runs, tmp_path):
     knowledge.load_split(bad, examples)
   with pytest.raises(DataError, match="records for"):
     knowledge.load_split(bad, examples[:-1])
+  # The walker's evidence is kept per choice beside the paths.
+  evidence = knowledge.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
+                                        batch_size=4, seed=0, evidence=True,
+                                        **QUIET)["dev"]
+  assert [len(e) for e in evidence] == [len(q) for q in got["dev"]]
+  assert any(c["reached"] for q in evidence for c in q)
+  for q, ev in zip(got["dev"], evidence):
+    for paths, e in zip(q, ev):
+      assert e["reached"] <= e["walks"] and e["distinct"] <= e["walks"]
+      if any(p.reached for p in paths):
+        assert e["reached"] > 0
+  # a file written before the evidence was kept is refused, not guessed
+  old = tmp_path / "old.jsonl"
+  old.write_text("\n".join(json.dumps({k: v for k, v in json.loads(
+      x).items() if k != "evidence"}) for x in lines) + "\n")
+  assert knowledge.load_split(old, examples)  # its paths still read
+  with pytest.raises(DataError, match=r"old.jsonl:1: field 'evidence'.*"
+                     "delete it to rebuild"):
+    knowledge.load_evidence(old, examples)

@@ -424,3 +424,12 @@ def test_retrieval_of_an_answer_run():
     retrieval_of(run("/r"), agents("/x"), "w")
   with pytest.raises(ValueError, match="--retrieval_workdir"):
     retrieval_of(run(""), agents(""), "w")
+  # an answerer reading the walker's evidence retrieves from that run
+  ev = lambda k, e: ml_collections.ConfigDict({"answer": {
+      "knowledge_workdir": k, "evidence_workdir": e}})
+  assert retrieval_of(ev("", "/e"), agents(""), "w") == ("/e", False)
+  assert retrieval_of(ev("/e", "/e"), agents("/e"), "w") == ("/e", True)
+  with pytest.raises(ValueError, match="agents.retrieval_workdir=/x"):
+    retrieval_of(ev("", "/e"), agents("/x"), "w")
+  with pytest.raises(ValueError, match="answer.knowledge_workdir=/r"):
+    retrieval_of(ev("/r", "/e"), agents(""), "w")

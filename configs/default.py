@@ -192,6 +192,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.attempts = 4            # SDK retries on 408/429/5xx
   config.agents.max_concurrency = 8
   config.agents.max_turns = 3
+  # LLM backends: worked examples per prompt, drawn from the answer run's
+  # validation slice (training questions; racer_jax/agents/few_shot.py) by
+  # a fixed rule: "seeded" (the same for every question) or "nearest"
+  # (MiniLM over the stem); 0: zero-shot
+  config.agents.few_shot = 3
+  config.agents.few_shot_rule = "seeded"
+  # upper bound on an LLM reply's tokens (max_output_tokens; the dry run's
+  # output-token bound)
+  config.agents.max_output_tokens = 512
   config.agents.temperature_step = 0.5  # added per UNSURE round
   config.agents.graph = "walker"        # or "hygrl", "explorer" (LLM)
   config.agents.hygrl_workdir = ""      # the HyGRL run for graph=hygrl

@@ -115,6 +115,14 @@ _ANSWER_ONLY = flags.DEFINE_bool(
     "answer_only", False, "Answer runs: evaluate the answer model alone "
     "from its checkpoint, shown the knowledge it was trained with (no "
     "agents; racer_jax/eval/answer_eval.py).")
+_DRY_RUN = flags.DEFINE_bool(
+    "dry_run", False, "Answer runs with --backend=gemini: build every prompt "
+    "the evaluation would send (round 1 exactly, later rounds bounded), "
+    "write them to <workdir>/eval/<split>/prompts.jsonl, count calls and "
+    "tokens; no generate call is made and no key is needed.")
+_MAX_QUESTIONS = flags.DEFINE_integer(
+    "max_questions", 0, "Answer runs (the agents' evaluation): only the "
+    "first N questions of the split (0: all).")
 _ENSEMBLE = flags.DEFINE_list(
     "ensemble", [], "Answer runs: more answer runs whose choice "
     "probabilities are averaged with --workdir's. With --answer_only each "
@@ -165,6 +173,10 @@ def main(argv):
     if flag.value and (stage != "answer" or _ANSWER_ONLY.value):
       raise app.UsageError(f"--{flag.name} applies to the agents' evaluation "
                            "of an answer run (not --answer_only)")
+  for flag in (_DRY_RUN, _MAX_QUESTIONS):
+    if flag.value and (stage != "answer" or _ANSWER_ONLY.value):
+      raise app.UsageError(f"--{flag.name} applies to the agents' evaluation "
+                           "of an answer run (not --answer_only)")
   if stage == "answer" and _ANSWER_ONLY.value:
     figures = answer_eval.evaluate(
         config, _DATA_DIR.value, _WORKDIR.value, ensemble=_ENSEMBLE.value,
@@ -192,6 +204,7 @@ def main(argv):
         ablation_workdirs=dict(pairs), ablation_seeds=_ABLATION_SEEDS.value,
         ensemble=_ENSEMBLE.value,
         legacy_critic_calibration=_LEGACY_CRITIC.value,
+        max_questions=_MAX_QUESTIONS.value, dry_run=_DRY_RUN.value,
         progress=_PROGRESS.value)
   elif stage == "refiner":
     figures = refiner_eval.evaluate(
@@ -213,6 +226,7 @@ def main(argv):
   width = max(map(len, figures))
   for k, v in figures.items():
     if k in ("sweep", "ablations", "llm", "per_seed", "critic_thresholds",
+             "per_agent",
              "ablations_skipped", "protocol_warnings",
              "critic_calibration_figures"):
       continue
@@ -230,6 +244,13 @@ def main(argv):
             f"{row['recall_heuristic']:<9.3f} "
             f"{row['mean_subgraph_nodes_policy']:>12.2f} / "
             f"{row['mean_subgraph_nodes_heuristic']:.2f}")
+  if figures.get("llm") and figures["llm"].get("llm_calls"):
+    llm = figures["llm"]
+    print(f"LLM: {llm['llm_calls']} calls ({llm['llm_cache_hits']} cached), "
+          f"{llm['input_tokens']} tokens in / {llm['output_tokens']} out; "
+          f"{llm['fallbacks']} answers or verdicts FELL BACK to the local "
+          f"models" + (f" (errors: {llm['llm_errors']})"
+                       if llm["llm_errors"] else ""))
   for name, row in figures.get("ablations", {}).items():
     print(f"ablation {name:<12} accuracy {row.get('accuracy', float('nan')):.4f}"
           f"  delta {row.get('delta_accuracy', float('nan')):+.4f}")

@@ -51,6 +51,8 @@ class AnswerRequest:
   # per choice, the walker's evidence (graph_agent.choice_evidence) for an
   # answer model that reads it (answer.evidence_workdir); None: not given
   evidence: list[dict] | None = None
+  # the question's id (few-shot selection never shows a question itself)
+  qid: str | None = None
 
 
 def _rationale(req: AnswerRequest, choice: int, confidence: float) -> str:
@@ -232,7 +234,7 @@ class EnsembleAnswerer:
     self.config = members[0].config
     self.num_choices = members[0].num_choices
     self.uses_knowledge = members[0].uses_knowledge
-    self.uses_evidence = members[0].uses_evidence
+    self.uses_evidence = getattr(members[0], "uses_evidence", False)
     self.step = [m.step for m in members]
     self.workdirs = [str(m.workdir) for m in members]
 
@@ -272,32 +274,52 @@ ANSWER_SCHEMA = {
     "required": ["answer", "confidence", "rationale"]}
 
 
-def answer_prompt(req: AnswerRequest) -> str:
-  lines = [f"Question: {req.question}", "Choices:"]
-  for i, (c, k) in enumerate(zip(req.choices, req.knowledge)):
+def question_text(question: str, choices: list[str],
+                  knowledge: list[str] | None) -> str:
+  """A question as the LLM agents are shown it: the stem, then each choice
+  with its knowledge sentences."""
+  lines = [f"Question: {question}", "Choices:"]
+  knowledge = knowledge or [""] * len(choices)
+  for i, (c, k) in enumerate(zip(choices, knowledge)):
     lines.append(f"{i}. {c}" + (f"\n   Facts: {k}" if k else
                                 "\n   Facts: (none found)"))
   return "\n".join(lines)
+
+
+def answer_prompt(req: AnswerRequest, few_shot=None) -> str:
+  """The AnswerAgent's prompt; ``few_shot``: a :class:`~racer_jax.agents.
+  few_shot.FewShot` whose worked examples come first."""
+  block = (few_shot.answer_block(req.question, req.qid, question_text)
+           if few_shot is not None and few_shot.k else "")
+  return block + question_text(req.question, req.choices, req.knowledge)
 
 
 class LLMAnswerer:
   """A text LLM answers; per question, a failed call, a reply that breaks
   the schema or names no valid choice falls back to ``fallback``."""
 
+  agent = "answer"
+
   def __init__(self, backend, fallback: LocalAnswerer,
-               report: llm.UsageReport):
+               report: llm.UsageReport, few_shot=None):
     self.backend, self.fallback, self.report = backend, fallback, report
+    self.few_shot = few_shot
     self.name = backend.name
 
+  def requests(self, requests: list[AnswerRequest]) -> list[llm.Request]:
+    """The LLM calls :meth:`answer_many` makes for ``requests``."""
+    return [llm.Request(ANSWER_SYSTEM, answer_prompt(r, self.few_shot),
+                        ANSWER_SCHEMA, self.agent) for r in requests]
+
   def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
-    prompts = [answer_prompt(r) for r in requests]
-    replies = self.backend.generate_many(
-        [llm.Request(ANSWER_SYSTEM, p, ANSWER_SCHEMA) for p in prompts])
+    calls = self.requests(requests)
+    prompts = [c.user for c in calls]
+    replies = self.backend.generate_many(calls)
     out: list[Answer | None] = []
     retry = []
     for i, (req, prompt, reply) in enumerate(zip(requests, prompts,
                                                  replies)):
-      self.report.record(reply)
+      self.report.record(reply, self.agent)
       parsed = reply.parsed if reply.ok else None
       if parsed is None or parsed["answer"] >= len(req.choices):
         out.append(None)
@@ -309,7 +331,7 @@ class LLMAnswerer:
       out.append(Answer(choice, conf, probs, parsed["rationale"], prompt,
                         reply.text, self.name, reply.usage()))
     if retry:
-      self.report.fallbacks += len(retry)
+      self.report.fallback(self.agent, len(retry))
       for i, a in zip(retry, self.fallback.answer_many(
           [requests[i] for i in retry])):
         out[i] = dataclasses.replace(a, llm=replies[i].usage())

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from racer_jax.agents import llm
-from racer_jax.agents.answer import Answer, AnswerRequest
+from racer_jax.agents.answer import Answer, AnswerRequest, question_text
 
 ACCEPT, UNSURE = "ACCEPT", "UNSURE"
 
@@ -152,32 +152,48 @@ CRITIC_SCHEMA = {
     "required": ["verdict", "confidence", "reason"]}
 
 
-def critic_prompt(p: Proposal) -> str:
-  from racer_jax.agents.answer import answer_prompt
-  a = p.answer
-  return (f"{answer_prompt(p.request)}\n\nProposed answer: {a.choice}. "
-          f"{p.request.choices[a.choice]} (confidence {a.confidence:.2f})\n"
-          f"Rationale: {a.rationale}")
+def proposal_text(question: str, choices: list[str], knowledge, choice: int,
+                  confidence: float, rationale: str) -> str:
+  """A proposed answer as the critic is shown it."""
+  return (f"{question_text(question, choices, knowledge)}\n\nProposed "
+          f"answer: {choice}. {choices[choice]} (confidence "
+          f"{confidence:.2f})\nRationale: {rationale}")
+
+
+def critic_prompt(p: Proposal, few_shot=None) -> str:
+  """The Critic's prompt; ``few_shot``: worked verdicts come first."""
+  r, a = p.request, p.answer
+  block = (few_shot.critic_block(r.question, r.qid, proposal_text)
+           if few_shot is not None and few_shot.k else "")
+  return block + proposal_text(r.question, r.choices, r.knowledge, a.choice,
+                               a.confidence, a.rationale)
 
 
 class LLMCritic:
-  def __init__(self, backend, fallback: LocalCritic, report: llm.UsageReport):
+  agent = "critic"
+
+  def __init__(self, backend, fallback: LocalCritic, report: llm.UsageReport,
+               few_shot=None):
     self.backend, self.fallback, self.report = backend, fallback, report
+    self.few_shot = few_shot
     self.name = backend.name
 
+  def requests(self, proposals: list[Proposal]) -> list[llm.Request]:
+    """The LLM calls :meth:`judge_many` makes for ``proposals``."""
+    return [llm.Request(CRITIC_SYSTEM, critic_prompt(p, self.few_shot),
+                        CRITIC_SCHEMA, self.agent) for p in proposals]
+
   def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:
-    replies = self.backend.generate_many(
-        [llm.Request(CRITIC_SYSTEM, critic_prompt(p), CRITIC_SCHEMA)
-         for p in proposals])
+    replies = self.backend.generate_many(self.requests(proposals))
     out = []
     for p, reply in zip(proposals, replies):
-      self.report.record(reply)
+      self.report.record(reply, self.agent)
       if reply.ok and reply.parsed is not None:
         d = reply.parsed
         out.append(Verdict(d["verdict"], float(d["confidence"]),
                            d["reason"], self.name, reply.text, reply.usage()))
       else:
-        self.report.fallbacks += 1
+        self.report.fallback(self.agent)
         out.append(dataclasses.replace(self.fallback.judge(p),
                                        llm=reply.usage()))
     return out

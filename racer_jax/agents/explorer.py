@@ -116,7 +116,7 @@ class Explorer:
     replies = self.backend.generate_many(
         [llm.Request(self.system, user_prompt(t)) for t in active])
     for t, reply in zip(active, replies):
-      self.report.record(reply)
+      self.report.record(reply, "explorer")
       t.steps += 1
       try:
         step = parse_step(reply.text if reply.ok else None)

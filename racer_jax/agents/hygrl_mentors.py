@@ -106,9 +106,9 @@ class LLMJudgements:
           slots.append((f"reward_{kind}", b))
     replies = self.backend.generate_many(requests) if requests else []
     for slot, reply in zip(slots, replies):
-      self.report.record(reply)
+      self.report.record(reply, "mentor")
       if reply.parsed is None:  # fall back to the offline value
-        self.report.fallbacks += 1
+        self.report.fallback("mentor")
         if slot[0] == "pref":
           pref[slot[1:]] = p["offline_pref"][slot[1:]]
         continue

@@ -68,12 +68,14 @@ class Request:
   system: str
   user: str
   schema: dict | None = None
+  agent: str = ""  # who asks (answer, critic…): for reports, not the cache
 
 
 class UsageReport:
   """Counts calls, tokens, latency, cache hits and failures by category for
-  a run report (``to_dict``). Cached replies count as calls made but add
-  no tokens, so a re-run reports 0 new tokens."""
+  a run report (``to_dict``), in all and per agent (``answer``, ``critic``,
+  ``explorer``, ``mentor``…). Cached replies count as calls made but add no
+  tokens, so a re-run reports 0 new tokens."""
 
   def __init__(self):
     self.calls = 0
@@ -83,24 +85,57 @@ class UsageReport:
     self.latencies: list[float] = []
     self.errors: collections.Counter = collections.Counter()
     self.fallbacks = 0
+    self.per_agent: dict[str, collections.Counter] = {}
 
-  def record(self, reply: LLMReply):
+  def _agent(self, agent: str) -> collections.Counter:
+    return self.per_agent.setdefault(agent, collections.Counter())
+
+  def record(self, reply: LLMReply, agent: str = "other"):
+    mine = self._agent(agent)
     self.calls += 1
+    mine["calls"] += 1
     if reply.cache_hit:
       self.cache_hits += 1
+      mine["cache_hits"] += 1
     else:
       self.input_tokens += reply.input_tokens
       self.output_tokens += reply.output_tokens
+      mine["input_tokens"] += reply.input_tokens
+      mine["output_tokens"] += reply.output_tokens
       self.latencies.append(reply.latency_s)
     if reply.error:
       self.errors[reply.error] += 1
+      mine["errors"] += 1
+
+  def fallback(self, agent: str = "other", n: int = 1):
+    """``n`` answers or verdicts that fell back to the local models."""
+    self.fallbacks += n
+    self._agent(agent)["fallbacks"] += n
 
   def to_dict(self) -> dict:
+    keys = ("calls", "cache_hits", "input_tokens", "output_tokens",
+            "errors", "fallbacks")
     return {"llm_calls": self.calls, "llm_cache_hits": self.cache_hits,
             "llm_new_calls": self.calls - self.cache_hits,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "llm_errors": dict(self.errors), "fallbacks": self.fallbacks}
+            "llm_errors": dict(self.errors), "fallbacks": self.fallbacks,
+            "per_agent": {a: {k: int(c[k]) for k in keys}
+                          for a, c in sorted(self.per_agent.items())}}
+
+  def summary(self) -> str:
+    """One human-readable line (fallbacks always said)."""
+    if not self.calls:
+      return "LLM: no calls"
+    agents = "; ".join(
+        f"{a} {c['calls']} calls ({c['cache_hits']} cached, "
+        f"{c['fallbacks']} fell back to the local models)"
+        for a, c in sorted(self.per_agent.items()))
+    errors = (", errors " + ", ".join(f"{k} ×{v}" for k, v in
+                                      sorted(self.errors.items()))
+              if self.errors else "")
+    return (f"LLM: {self.calls} calls, {self.input_tokens} tokens in / "
+            f"{self.output_tokens} out (new), {agents}{errors}")
 
 
 def resolve_api_key(api_key: str | None = None) -> str | None:
@@ -137,7 +172,8 @@ class GeminiBackend:
                attempts: int = 4, initial_delay_s: float = 1.0,
                max_delay_s: float = 16.0, max_concurrency: int = 8,
                temperature: float = 0.0,
-               cache: ResponseCache | None = None):
+               cache: ResponseCache | None = None,
+               max_output_tokens: int | None = None):
     from google import genai
     from google.genai import types
     key = resolve_api_key(api_key)
@@ -149,6 +185,7 @@ class GeminiBackend:
     self._types = types
     self._semaphore_size = max_concurrency
     self._temperature = temperature
+    self._max_output_tokens = max_output_tokens
     self.cache = cache
     retry = types.HttpRetryOptions(
         attempts=attempts, initial_delay=initial_delay_s,
@@ -164,6 +201,8 @@ class GeminiBackend:
   # -- one call ------------------------------------------------------------
   def _config(self, system: str, schema: dict | None):
     kwargs = {"system_instruction": system, "temperature": self._temperature}
+    if self._max_output_tokens:
+      kwargs["max_output_tokens"] = self._max_output_tokens
     if schema is not None:
       kwargs.update(response_mime_type="application/json",
                     response_json_schema=schema)
@@ -217,6 +256,17 @@ class GeminiBackend:
     if self.cache is not None and reply.ok:
       self.cache.put(key, reply.text, reply.input_tokens, reply.output_tokens)
 
+  def count_tokens(self, system: str, user: str) -> int | None:
+    """The SDK's token count of a prompt (``models.count_tokens``), None
+    when it cannot be reached or answers without a count."""
+    try:
+      reply = self._client.models.count_tokens(
+          model=self.model, contents=[system, user])
+    except Exception:  # noqa: BLE001 - unreachable: the caller estimates
+      return None
+    total = getattr(reply, "total_tokens", None)
+    return int(total) if total else None
+
   def generate(self, system: str, user: str,
                schema: dict | None = None) -> LLMReply:
     """One call (through the same async path as :meth:`generate_many`)."""
@@ -255,18 +305,88 @@ class GeminiBackend:
     return list(asyncio.run(run()))
 
 
+# Google's documented rule of thumb for Gemini models: about 4 characters
+# per token (https://ai.google.dev/gemini-api/docs/tokens). Used by the dry
+# run when the SDK's count_tokens cannot be reached (no key or no network).
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(*texts: str) -> int:
+  return -(-sum(len(t) for t in texts) // CHARS_PER_TOKEN)
+
+
+class DryRunBackend:
+  """Records every request instead of sending it (``--dry_run``).
+
+  Each reply is a failure (``error="dry_run"``), so the agents fall back to
+  the local models and the run goes on building the prompts it would send.
+  ``counter``: a :class:`GeminiBackend` whose ``count_tokens`` is tried
+  once; if it cannot be reached, every prompt is estimated
+  (:func:`estimate_tokens`). ``cache``: the run's response cache, to tell
+  which prompts a real run would find there. No generate call is made."""
+
+  def __init__(self, name: str, model: str, *, cache=None, counter=None):
+    self.name, self.model, self.cache = name, model, cache
+    self._counter = counter
+    self.token_count = "count_tokens" if counter is not None else "estimate"
+    self.recorded: list[tuple[Request, int, bool]] = []
+    self._seen: set[str] = set()
+
+  def __repr__(self) -> str:
+    return f"DryRunBackend(model={self.model!r})"
+
+  def _count(self, r: Request) -> int:
+    if self._counter is not None:
+      n = self._counter.count_tokens(r.system, r.user)
+      if n is not None:
+        return n
+      self._counter, self.token_count = None, "estimate"
+    return estimate_tokens(r.system, r.user)
+
+  def generate_many(self, requests: Sequence[Request]) -> list[LLMReply]:
+    out = []
+    for r in requests:
+      key = cache_key(self.name, self.model, r.system, r.user, r.schema)
+      cached = key in self._seen or (self.cache is not None and
+                                     self.cache.get(key) is not None)
+      self._seen.add(key)
+      self.recorded.append((r, self._count(r), cached))
+      out.append(LLMReply(text=None, backend=self.name, error="dry_run"))
+    return out
+
+  def generate(self, system: str, user: str,
+               schema: dict | None = None) -> LLMReply:
+    return self.generate_many([Request(system, user, schema)])[0]
+
+
 def make_backend(config, api_key: str | None = None,
-                 cache_path: str | os.PathLike | None = None):
+                 cache_path: str | os.PathLike | None = None,
+                 dry_run: bool = False):
   """The text-LLM backend named by ``config.agents.backend``; ``None`` for
-  ``local`` (the agents then use the trained JAX models)."""
+  ``local`` (the agents then use the trained JAX models). ``dry_run``: a
+  :class:`DryRunBackend` (no key needed; with one, tokens are counted by
+  the SDK where reachable)."""
   name = config.backend
   if name == "local":
+    if dry_run:
+      raise ConfigError("--dry_run shows what an LLM backend would be sent: "
+                        "use it with --backend=gemini")
     return None
   if name != "gemini":
     raise ConfigError(f"agents.backend must be 'local' or 'gemini', got "
                       f"{name!r}")
   cache = ResponseCache(cache_path) if cache_path else None
+  if dry_run:
+    counter = None
+    if resolve_api_key(api_key):
+      counter = _gemini(config, api_key, None)
+    return DryRunBackend(name, config.model, cache=cache, counter=counter)
+  return _gemini(config, api_key, cache)
+
+
+def _gemini(config, api_key, cache):
   return GeminiBackend(
       config.model, api_key=api_key, base_url=config.get("base_url") or None,
       timeout_s=config.timeout_s, attempts=config.attempts,
-      max_concurrency=config.max_concurrency, cache=cache)
+      max_concurrency=config.max_concurrency, cache=cache,
+      max_output_tokens=config.get("max_output_tokens", 0) or None)

@@ -231,7 +231,7 @@ class Collaboration:
             ex.stem, list(ex.choices), views[0],
             views if len(views) > 1 else None,
             evidence=choice_evidence(out, b, len(ex.choices))
-            if wants_evidence else None))
+            if wants_evidence else None, qid=ex.id))
         shown.append((paths, own))
       answers = self.answerer.answer_many(requests)
       proposals = [Proposal(r, a, support_of(ps[a.choice]), index[b])

@@ -27,7 +27,9 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import extra_knowledge, llm
+from racer_jax.agents import few_shot as few_shot_lib
 from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
 from racer_jax.agents.answer import LocalAnswerer
 from racer_jax.agents.critic import LLMCritic
@@ -181,6 +183,7 @@ class AgentStack:
   """
 
   def __init__(self, config, data_dir, workdir, *, agents=None,
+               dry_run: bool = False,
                ensemble: Sequence[str] = (), api_key=None,
                split: str | None = None, eval_file: str | None = None,
                progress: bool = True, log: Callable[[str], None] = print):
@@ -211,8 +214,9 @@ class AgentStack:
     self.local = local
     self.backend = llm.make_backend(self.agents, api_key,
                                     cache_path=self.workdir /
-                                    "llm_cache.sqlite")
+                                    "llm_cache.sqlite", dry_run=dry_run)
     self.usage = llm.UsageReport()
+    self._few_shot = None
     self.keep = config.answer.paths_per_choice
     self.train_memory = None  # the memory pass's record, when it ran
     self.graph = self.prepare_graph(build_graph_agent(
@@ -345,6 +349,34 @@ class AgentStack:
     """Drops what :meth:`inputs` built for ``data`` (one-off questions)."""
     self._inputs.pop(id(data), None)
 
+  def few_shot(self):
+    """The LLM agents' worked examples (:mod:`racer_jax.agents.few_shot`),
+    drawn from the validation slice's calibration pass for this setup;
+    None with ``agents.few_shot=0``."""
+    k = int(self.agents.get("few_shot", 3))
+    if k == 0:
+      return None
+    if self._few_shot is None:
+      folder = critic_lib.calibration_folder(self.workdir,
+                                             self.calibration_identity())
+      records = folder / "validation.jsonl"
+      if not records.is_file():
+        raise ConfigError(
+            f"agents.few_shot={k}: the worked examples are the validation "
+            f"slice's questions as the calibration pass showed them, and "
+            f"{records} does not exist yet: calibrate the critic first "
+            "(launch/evaluate.py and launch/answer.py do), or set "
+            "--config.agents.few_shot=0")
+      rule = self.agents.get("few_shot_rule", "seeded")
+      encoder = None
+      if rule == "nearest":
+        from racer_jax.text.minilm import MiniLMEncoder
+        encoder = MiniLMEncoder(self.config.text.model_dir or None)
+      self._few_shot = few_shot_lib.FewShot(
+          few_shot_lib.examples_from_records(records), k, rule,
+          seed=int(self.config.seed), encoder=encoder)
+    return self._few_shot
+
   def calibration_identity(self) -> dict:
     """What the critic's validation calibration depends on: a stored one
     is reused only for the same AnswerAgent, retrieval, memory and slice."""
@@ -374,9 +406,10 @@ class AgentStack:
     views, own = self.inputs(data)
     answerer = self.local
     if self.backend is not None and not local_only:
-      answerer = LLMAnswerer(self.backend, self.local, self.usage)
+      shots = self.few_shot()
+      answerer = LLMAnswerer(self.backend, self.local, self.usage, shots)
       if max_turns > 1:
-        critic = LLMCritic(self.backend, critic, self.usage)
+        critic = LLMCritic(self.backend, critic, self.usage, shots)
     return Collaboration(graph or self.graph, answerer, critic,
                          max_turns=max_turns,
                          temperature_step=self.agents.temperature_step,

@@ -46,8 +46,9 @@ from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer
 from racer_jax.agents.answer import LocalAnswerer
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.stack import AgentStack
+from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import calibration, paired, passes, report
+from racer_jax.eval import dry_run as dry_run_lib
 from racer_jax.eval import metrics as metrics_lib
 
 # name -> what changes.
@@ -92,6 +93,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
              api_key=None, ablations=(), ablation_workdirs=None,
              ablation_seeds: int | None = None, ensemble=(),
              legacy_critic_calibration: bool = False,
+             max_questions: int = 0, dry_run: bool = False,
              progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``agents``: a config with ``backend``
@@ -107,7 +109,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   trained without knowledge, or several (their ensemble), for
   ``accuracy_answer_head_only`` (default: this answerer shown nothing).
   ``legacy_critic_calibration``: the old two-fold fit on the evaluated
-  split, for runs without a validation slice (said in the report)."""
+  split, for runs without a validation slice (said in the report).
+  ``max_questions``: only the first N questions of the split (0: all);
+  ``dry_run``: build and count the LLM prompts, send none
+  (:mod:`racer_jax.eval.dry_run`; returns its counts)."""
   started = time.perf_counter()
   workdir = Path(workdir)
   agents = agents or config.agents
@@ -117,8 +122,13 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     raise ValueError(f"unknown ablations {sorted(unknown)}; expected "
                      f"{sorted(ABLATIONS)}")
   split = split or config.eval.split
+  if max_questions < 0:
+    raise ValueError(f"--max_questions={max_questions}: must be >= 0")
+  if dry_run and ablations and set(ablations) != {"no_critic"}:
+    raise ValueError("--dry_run counts the full system's passes; run it "
+                     "without --ablations")
   stack = AgentStack(config, data_dir, workdir, agents=agents,
-                     ensemble=ensemble, api_key=api_key, split=split,
+                     dry_run=dry_run, ensemble=ensemble, api_key=api_key, split=split,
                      eval_file=eval_file, progress=progress, log=log)
   key, ws, local = stack.split_key, stack.ws, stack.local
   data = ws.splits[key]
@@ -137,6 +147,22 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   else:
     calibrated = calibration.fit_critic(stack, progress=progress, log=log)
     _check_not_scored(stack, data, key)
+  if (stack.backend is not None and stack.few_shot() is not None and
+      key == config.train.split):
+    raise ValueError(f"split {key!r} is the training split the few-shot "
+                     "examples come from: evaluate another split, or set "
+                     "--config.agents.few_shot=0")
+  if max_questions:
+    data = subset(data, data.dataset.ids[:max_questions], stack.rconfig)
+    name += f".first{max_questions}"
+    out_dir = workdir / "eval" / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+  if dry_run:
+    figures = dry_run_lib.dry_run(stack, data, out_dir, seeds=seeds,
+                                  max_turns=agents.max_turns,
+                                  progress=progress, log=log)
+    (out_dir / "dry_run.json").write_text(json.dumps(figures, indent=1))
+    return figures
 
   def concepts_of(result):
     sg = data.subgraphs[result.index]

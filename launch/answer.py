@@ -51,6 +51,10 @@ _RETRIEVAL = flags.DEFINE_string(
     "retrieval_workdir", None, "For an answer run trained without paths: "
     "the GraphAgent's refiner run (its paths back the critic and the "
     "evidence; the answerer keeps its own input).")
+_DRY_RUN = flags.DEFINE_bool(
+    "dry_run", False, "With --backend=gemini: print the prompts the agents "
+    "would send (round 1 exactly; after it the local models stand in for "
+    "the LLM's replies) and their token counts; nothing is sent.")
 _PLOT = flags.DEFINE_string("plot", None, "Draw the reasoning paths to this "
                             "PNG (matplotlib).")
 
@@ -68,15 +72,36 @@ def main(argv):
   if _RETRIEVAL.value:
     agents.retrieval_workdir = _RETRIEVAL.value
   quiet = (lambda _: None)
+  if _DRY_RUN.value and agents.backend == "local":
+    raise app.UsageError("--dry_run shows what an LLM backend would be sent: "
+                         "add --backend=gemini")
   pipeline = Pipeline(_WORKDIR.value, _DATA_DIR.value, agents=agents,
                       api_key=_API_KEY.value, ensemble=_ENSEMBLE.value,
-                      log=quiet)
+                      dry_run=_DRY_RUN.value, log=quiet)
   if pipeline.critic is None:  # first use of this setup: fit it once
     print("calibrating the critic on the answer run's validation slice "
           "(once for this setup) ...", file=sys.stderr)
     pipeline.use_calibration(calibration.fit_critic(
         pipeline.stack, progress=False, log=quiet))
   result = pipeline.answer(_QUESTION.value, _CHOICES.value, seed=_SEED.value)
+  if _DRY_RUN.value:
+    recorded = pipeline.stack.backend.recorded
+    prompts = [{"agent": r.agent, "system": r.system, "user": r.user,
+                "input_tokens": n, "cached_or_repeated": cached}
+               for r, n, cached in recorded]
+    summary = {"dry_run": True, "llm_calls": len(prompts),
+               "input_tokens": sum(p["input_tokens"] for p in prompts),
+               "token_count": pipeline.stack.backend.token_count,
+               "generate_calls_made": 0}
+    if _FORMAT.value == "json":
+      print(json.dumps({**summary, "prompts": prompts}))
+      return
+    for i, p in enumerate(prompts, 1):
+      print(f"===== call {i}: {p['agent']} ({p['input_tokens']} input "
+            f"tokens, {summary['token_count']}) =====\n[system] "
+            f"{p['system']}\n[user]\n{p['user']}\n")
+    print(json.dumps(summary))
+    return
   if _FORMAT.value == "json":
     print(json.dumps({**result.to_dict(), "critic": pipeline.critic_source,
                       "llm": pipeline.usage.to_dict()}))

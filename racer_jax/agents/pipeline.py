@@ -48,7 +48,7 @@ def stored_critic(stack: AgentStack) -> tuple[LocalCritic | None, str]:
 
 class Pipeline:
   def __init__(self, workdir, data_dir=None, *, agents=None, api_key=None,
-               ensemble: Sequence[str] = (),
+               ensemble: Sequence[str] = (), dry_run: bool = False,
                log: Callable[[str], None] = print):
     """``ensemble``: more answer runs shown this run's triples and paths
     (each with its own extra text), averaged with it by the AnswerAgent."""
@@ -57,6 +57,7 @@ class Pipeline:
         (self.workdir / "config.json").read_text()))
     self.stack = AgentStack(config, data_dir, workdir, agents=agents,
                             ensemble=ensemble, api_key=api_key,
+                            dry_run=dry_run,
                             progress=False, log=log)
     self.config, self.rconfig = config, self.stack.rconfig
     self.ws, self.graph, self.usage = (self.stack.ws, self.stack.graph,

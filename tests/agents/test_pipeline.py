@@ -45,3 +45,18 @@ def test_answer_cli_text_and_json(answer_run):
   assert record["choices"] == CHOICES
   assert record["llm"]["llm_calls"] == 0
   assert record["rounds"][0]["verdict"] in ("ACCEPT", "UNSURE")
+  # the prompts an LLM backend would be sent, without a key or a call
+  dry = subprocess.run(base + ["--backend=gemini", "--dry_run"],
+                       capture_output=True, text=True, cwd=workdir,
+                       env={k: v for k, v in __import__("os").environ.items()
+                            if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")})
+  assert dry.returncode == 0, dry.stderr[-3000:]
+  summary = json.loads(dry.stdout.strip().splitlines()[-1])
+  assert summary["dry_run"] and summary["generate_calls_made"] == 0
+  assert summary["token_count"] == "estimate" and summary["llm_calls"] >= 1
+  assert "===== call 1: answer" in dry.stdout
+  assert f"Question: {QUESTION}" in dry.stdout
+  assert dry.stdout.count("Example ") >= 3  # few-shot examples shown
+  refused = subprocess.run(base + ["--dry_run"], capture_output=True,
+                           text=True, cwd=workdir)
+  assert refused.returncode != 0 and "--backend=gemini" in refused.stderr

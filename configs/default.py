@@ -198,6 +198,12 @@ def get_config() -> ml_collections.ConfigDict:
   # (MiniLM over the stem); 0: zero-shot
   config.agents.few_shot = 3
   config.agents.few_shot_rule = "seeded"
+  # the TemplateAgent for LLM prompts: "memory" (each path as a chain with
+  # its sentences, ordered by the shared memory's edge quality, reliability
+  # shown) or "plain" (sentences); paths with an edge the memory saw
+  # rejected are "flag"ged or "drop"ped
+  config.agents.template = "memory"
+  config.agents.rejected_edges = "flag"
   # upper bound on an LLM reply's tokens (max_output_tokens; the dry run's
   # output-token bound)
   config.agents.max_output_tokens = 512

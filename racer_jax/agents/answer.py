@@ -53,6 +53,9 @@ class AnswerRequest:
   evidence: list[dict] | None = None
   # the question's id (few-shot selection never shows a question itself)
   qid: str | None = None
+  # per choice, the TemplateAgent's memory-aware lines (templates.
+  # memory_facts) an LLM is shown instead of ``knowledge``; None: knowledge
+  facts: list[list[str]] | None = None
 
 
 def _rationale(req: AnswerRequest, choice: int, confidence: float) -> str:
@@ -275,14 +278,20 @@ ANSWER_SCHEMA = {
 
 
 def question_text(question: str, choices: list[str],
-                  knowledge: list[str] | None) -> str:
+                  knowledge: list[str] | None,
+                  facts: list[list[str]] | None = None) -> str:
   """A question as the LLM agents are shown it: the stem, then each choice
-  with its knowledge sentences."""
+  with its knowledge sentences, or with ``facts``, the memory-aware lines
+  (one path each: chain, sentences, reliability)."""
   lines = [f"Question: {question}", "Choices:"]
   knowledge = knowledge or [""] * len(choices)
   for i, (c, k) in enumerate(zip(choices, knowledge)):
-    lines.append(f"{i}. {c}" + (f"\n   Facts: {k}" if k else
-                                "\n   Facts: (none found)"))
+    lines.append(f"{i}. {c}")
+    if facts is not None:
+      lines += ([f"   - {f}" for f in facts[i]] if facts[i] else
+                ["   - (no path found)"])
+    else:
+      lines.append(f"   Facts: {k}" if k else "   Facts: (none found)")
   return "\n".join(lines)
 
 
@@ -291,7 +300,8 @@ def answer_prompt(req: AnswerRequest, few_shot=None) -> str:
   few_shot.FewShot` whose worked examples come first."""
   block = (few_shot.answer_block(req.question, req.qid, question_text)
            if few_shot is not None and few_shot.k else "")
-  return block + question_text(req.question, req.choices, req.knowledge)
+  return block + question_text(req.question, req.choices, req.knowledge,
+                               req.facts)
 
 
 class LLMAnswerer:

@@ -153,9 +153,9 @@ CRITIC_SCHEMA = {
 
 
 def proposal_text(question: str, choices: list[str], knowledge, choice: int,
-                  confidence: float, rationale: str) -> str:
+                  confidence: float, rationale: str, facts=None) -> str:
   """A proposed answer as the critic is shown it."""
-  return (f"{question_text(question, choices, knowledge)}\n\nProposed "
+  return (f"{question_text(question, choices, knowledge, facts)}\n\nProposed "
           f"answer: {choice}. {choices[choice]} (confidence "
           f"{confidence:.2f})\nRationale: {rationale}")
 
@@ -166,7 +166,7 @@ def critic_prompt(p: Proposal, few_shot=None) -> str:
   block = (few_shot.critic_block(r.question, r.qid, proposal_text)
            if few_shot is not None and few_shot.k else "")
   return block + proposal_text(r.question, r.choices, r.knowledge, a.choice,
-                               a.confidence, a.rationale)
+                               a.confidence, a.rationale, r.facts)
 
 
 class LLMCritic:

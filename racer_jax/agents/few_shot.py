@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 from pathlib import Path
 from typing import Sequence
 
@@ -51,6 +52,8 @@ class Example:
   confidence: float
   rationale: str            # the local AnswerAgent's rationale
   support_fact: str         # a shown sentence supporting the gold ("": none)
+  # per choice, the TemplateAgent's memory-aware lines (None: sentences)
+  facts: list[list[str]] | None = None
 
 
 def supporting_fact(record: dict, gold: int) -> str:
@@ -67,8 +70,17 @@ def supporting_fact(record: dict, gold: int) -> str:
   return ""
 
 
-def examples_from_records(path: Path) -> list[Example]:
-  """The labeled questions of a calibration pass file, in file order."""
+def _paths(dicts) -> list:
+  return [types.SimpleNamespace(triples=[templates.Triple(**t)
+                                         for t in d["triples"]])
+          for d in dicts]
+
+
+def examples_from_records(path: Path, render=None) -> list[Example]:
+  """The labeled questions of a calibration pass file, in file order.
+  ``render(own, paths)``: per choice its own triples and paths (objects
+  with ``.triples``) -> the memory-aware lines the question is shown with
+  (the loop's ``memory_templates``); None: sentences."""
   out = []
   for n, line in enumerate(Path(path).read_text().splitlines(), 1):
     try:
@@ -78,10 +90,16 @@ def examples_from_records(path: Path) -> list[Example]:
     if r.get("gold") is None:
       continue
     first = r["rounds"][0]
+    facts = None
+    if render is not None:
+      own = first.get("choice_triples") or [[] for _ in first["paths"]]
+      facts = render([_paths(o) for o in own],
+                     [_paths(p) for p in first["paths"]])
     out.append(Example(r["id"], r["question"], r["choices"],
                        first["knowledge"], int(r["gold"]),
                        int(first["answer"]), float(first["confidence"]),
-                       first["rationale"], supporting_fact(r, int(r["gold"]))))
+                       first["rationale"], supporting_fact(r, int(r["gold"])),
+                       facts))
   return out
 
 
@@ -161,18 +179,19 @@ class FewShot:
   def answer_block(self, question: str, qid: str | None,
                    render) -> str:
     """The worked examples before a question; ``render(question, choices,
-    knowledge)`` shows a question the way the answer prompt does."""
+    knowledge, facts)`` shows a question the way the answer prompt does."""
     parts = []
     for i, ex in enumerate(self.answer_examples(question, qid), 1):
       reply = {"answer": ex.gold, "confidence": 1.0,
                "rationale": answer_rationale(ex)}
-      parts.append(f"Example {i}:\n{render(ex.question, ex.choices, ex.knowledge)}"
+      parts.append(f"Example {i}:\n"
+                   f"{render(ex.question, ex.choices, ex.knowledge, ex.facts)}"
                    f"\nReply: {json.dumps(reply)}")
     return _block(parts)
 
   def critic_block(self, question: str, qid: str | None, render) -> str:
     """``render(question, choices, knowledge, choice, confidence,
-    rationale)`` shows a proposal the way the critic prompt does."""
+    rationale, facts)`` shows a proposal the way the critic prompt does."""
     parts = []
     for i, ex in enumerate(self.critic_examples(question, qid), 1):
       ok = ex.proposal == ex.gold
@@ -183,7 +202,7 @@ class FewShot:
                           f"; the answer is '{ex.choices[ex.gold]}'.")}
       parts.append(f"Example {i}:\n" + render(
           ex.question, ex.choices, ex.knowledge, ex.proposal, ex.confidence,
-          ex.rationale) + f"\nReply: {json.dumps(reply)}")
+          ex.rationale, ex.facts) + f"\nReply: {json.dumps(reply)}")
     return _block(parts)
 
 
@@ -193,3 +212,26 @@ def _block(parts: list[str]) -> str:
   return ("Worked examples (training questions with their correct "
           "replies):\n\n" + "\n\n".join(parts) +
           "\n\nNow the question to answer:\n")
+
+
+def from_calibration(records: Path, k: int, rule: str, seed: int,
+                     render=None, model_dir: str = "") -> FewShot | bool:
+  """The :class:`FewShot` of an answer run's calibration pass file
+  ``records`` (``<workdir>/calibration/<key>/validation.jsonl``); False
+  with ``k == 0`` (zero-shot). ``rule="nearest"`` loads MiniLM from
+  ``model_dir`` (empty: the installed weights)."""
+  if k == 0:
+    return False
+  if not Path(records).is_file():
+    raise ConfigError(
+        f"agents.few_shot={k}: the worked examples are the validation "
+        f"slice's questions as the calibration pass showed them, and "
+        f"{records} does not exist yet: calibrate the critic first "
+        "(launch/evaluate.py and launch/answer.py do), or set "
+        "--config.agents.few_shot=0")
+  encoder = None
+  if rule == "nearest":
+    from racer_jax.text.minilm import MiniLMEncoder  # heavy: only if used
+    encoder = MiniLMEncoder(model_dir or None)
+  return FewShot(examples_from_records(records, render), k, rule, seed=seed,
+                 encoder=encoder)

@@ -208,6 +208,11 @@ class GraphAgent:
     self._initial_memory = self.memory = memory
     self.memory_source = source
 
+  def edge_quality(self) -> np.ndarray:
+    """float32 [E] the shared memory's quality of every edge (0: unseen or
+    no memory)."""
+    return np.asarray(self._quality())
+
   def _quality(self):
     if not self.use_memory:
       return np.zeros(self.ws.kg.num_edges, np.float32)

@@ -197,6 +197,9 @@ class Collaboration:
   # members were shown different extra text (its ``views``); each request
   # then carries every view's text. None: the one ``extra_knowledge``
   extra_views: list[Callable[[int], list[str]] | None] | None = None
+  # per choice (own triples, paths) -> the TemplateAgent's memory-aware
+  # lines for an LLM (``agents.template=memory``); None: sentences only
+  memory_templates: Callable[[list, list], list[list[str]]] | None = None
   # False: an answerer trained without paths — the paths are the critic's
   # support and the evidence, the answerer sees only the other knowledge
   paths_to_answerer: bool = True
@@ -231,7 +234,10 @@ class Collaboration:
             ex.stem, list(ex.choices), views[0],
             views if len(views) > 1 else None,
             evidence=choice_evidence(out, b, len(ex.choices))
-            if wants_evidence else None, qid=ex.id))
+            if wants_evidence else None, qid=ex.id,
+            facts=self.memory_templates(
+                own, paths if self.paths_to_answerer else [[] for _ in paths])
+            if self.memory_templates else None))
         shown.append((paths, own))
       answers = self.answerer.answer_many(requests)
       proposals = [Proposal(r, a, support_of(ps[a.choice]), index[b])

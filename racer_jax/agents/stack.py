@@ -28,7 +28,7 @@ import ml_collections
 import numpy as np
 
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import extra_knowledge, llm
+from racer_jax.agents import extra_knowledge, llm, templates
 from racer_jax.agents import few_shot as few_shot_lib
 from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
 from racer_jax.agents.answer import LocalAnswerer
@@ -349,33 +349,25 @@ class AgentStack:
     """Drops what :meth:`inputs` built for ``data`` (one-off questions)."""
     self._inputs.pop(id(data), None)
 
+  def memory_templates(self, graph):
+    """The TemplateAgent for LLM prompts under ``graph``'s memory
+    (:func:`templates.memory_renderer`; None with ``agents.template=plain``)."""
+    return templates.memory_renderer(
+        graph, self.ws.kg.num_edges, self.agents.get("template", "memory"),
+        self.agents.get("rejected_edges", "flag"))
+
   def few_shot(self):
-    """The LLM agents' worked examples (:mod:`racer_jax.agents.few_shot`),
-    drawn from the validation slice's calibration pass for this setup;
+    """The LLM agents' worked examples from the validation slice's
+    calibration pass for this setup (:func:`few_shot.from_calibration`);
     None with ``agents.few_shot=0``."""
-    k = int(self.agents.get("few_shot", 3))
-    if k == 0:
-      return None
     if self._few_shot is None:
-      folder = critic_lib.calibration_folder(self.workdir,
-                                             self.calibration_identity())
-      records = folder / "validation.jsonl"
-      if not records.is_file():
-        raise ConfigError(
-            f"agents.few_shot={k}: the worked examples are the validation "
-            f"slice's questions as the calibration pass showed them, and "
-            f"{records} does not exist yet: calibrate the critic first "
-            "(launch/evaluate.py and launch/answer.py do), or set "
-            "--config.agents.few_shot=0")
-      rule = self.agents.get("few_shot_rule", "seeded")
-      encoder = None
-      if rule == "nearest":
-        from racer_jax.text.minilm import MiniLMEncoder
-        encoder = MiniLMEncoder(self.config.text.model_dir or None)
-      self._few_shot = few_shot_lib.FewShot(
-          few_shot_lib.examples_from_records(records), k, rule,
-          seed=int(self.config.seed), encoder=encoder)
-    return self._few_shot
+      records = critic_lib.calibration_folder(
+          self.workdir, self.calibration_identity()) / "validation.jsonl"
+      self._few_shot = few_shot_lib.from_calibration(
+          records, int(self.agents.get("few_shot", 3)),
+          self.agents.get("few_shot_rule", "seeded"), int(self.config.seed),
+          self.memory_templates(self.graph), self.config.text.model_dir)
+    return self._few_shot or None
 
   def calibration_identity(self) -> dict:
     """What the critic's validation calibration depends on: a stored one
@@ -405,7 +397,9 @@ class AgentStack:
     pass run)."""
     views, own = self.inputs(data)
     answerer = self.local
+    render = None
     if self.backend is not None and not local_only:
+      render = self.memory_templates(graph or self.graph)
       shots = self.few_shot()
       answerer = LLMAnswerer(self.backend, self.local, self.usage, shots)
       if max_turns > 1:
@@ -418,4 +412,5 @@ class AgentStack:
                          extra_knowledge=views[0],
                          extra_views=views if len(views) > 1 else None,
                          choice_triples=own,
-                         paths_to_answerer=self.paths_shown)
+                         paths_to_answerer=self.paths_shown,
+                         memory_templates=render)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from racer_jax.kg import relations as rel_lib
 
 # One forward template per merged relation ({h}: head, {t}: tail).
@@ -119,3 +121,83 @@ def rewrite(backend, sentences: list[str]) -> list[str]:
   lines = [ln.split(".", 1)[-1].strip() if ln[:1].isdigit() else ln.strip()
            for ln in (reply.text or "").splitlines() if ln.strip()]
   return lines if len(lines) == len(sentences) else list(sentences)
+
+
+# The TemplateAgent with the shared memory (``agents.template=memory``):
+# each path as a logical chain and its sentences, ordered by how the memory
+# rates its weakest edge, with that rating shown and rejected edges flagged
+# (or the path dropped).
+RELIABLE, UNRELIABLE = 0.1, -0.1  # edge quality lies in (-1/2, 1/2)
+
+
+def logical_chain(path: list[Triple]) -> str:
+  """``"plate —AtLocation→ cupboard ←PartOf— kitchen"``: each hop in the
+  walk's direction, an inverse edge drawn as the forward one reversed."""
+  if not path:
+    return ""
+  parts = [concept_text(path[0].head)]
+  for t in path:
+    name = t.relation.lstrip("_")
+    arrow = f"←{name}—" if t.relation.startswith("_") else f"—{name}→"
+    parts.append(f"{arrow} {concept_text(t.tail)}")
+  return " ".join(parts)
+
+
+def reliability(quality: float) -> str:
+  """The memory's rating of a path (its weakest edge's quality) in words."""
+  if quality > RELIABLE:
+    return "high"
+  return "low" if quality < UNRELIABLE else "unproven"
+
+
+def memory_facts(paths, edge_quality, edge_rejections, *,
+                 rejected: str = "flag") -> list[str]:
+  """One choice's paths (objects with ``.triples``) as lines
+  ``"<chain>: <sentences> [reliability: high, memory 0.31]"``, best
+  weakest-edge quality first (ties: the order given). ``edge_quality``,
+  ``edge_rejections``: [E] arrays by global edge id. A path with an edge
+  the memory has seen rejected is flagged (``rejected="flag"``) or left out
+  (``"drop"``)."""
+  if rejected not in ("flag", "drop"):
+    raise ValueError(f"agents.rejected_edges={rejected!r}: expected flag "
+                     "or drop")
+  rows = []
+  for order, path in enumerate(paths):
+    ids = [t.edge_id for t in path.triples if 0 <= t.edge_id <
+           len(edge_quality)]
+    q = min((float(edge_quality[i]) for i in ids), default=0.0)
+    times = max((int(edge_rejections[i]) for i in ids), default=0)
+    if times and rejected == "drop":
+      continue
+    line = (f"{logical_chain(path.triples)}: {path_sentences(path.triples)} "
+            f"[reliability: {reliability(q)}, memory {q:+.2f}")
+    line += (f"; an edge of it was rejected {times} time"
+             f"{'s' if times > 1 else ''}]" if times else "]")
+    rows.append((-q, order, line))
+  return [line for _, _, line in sorted(rows)]
+
+
+def memory_renderer(graph, num_edges: int, mode: str = "memory",
+                    rejected: str = "flag"):
+  """``(own, paths) -> per choice lines`` (:func:`memory_facts` over each
+  choice's own triples then its paths) under ``graph``'s shared memory as
+  it is at each call; None for ``mode="plain"`` (sentences only). A graph
+  agent without a memory rates every edge unproven."""
+  if mode not in ("memory", "plain"):
+    raise ValueError(f"agents.template={mode!r}: expected memory or plain")
+  if rejected not in ("flag", "drop"):
+    raise ValueError(f"agents.rejected_edges={rejected!r}: expected flag "
+                     "or drop")
+  if mode == "plain":
+    return None
+  zeros = np.zeros(num_edges, np.float32)
+
+  def render(own, paths):
+    memory = getattr(graph, "memory", None)
+    quality = (graph.edge_quality() if hasattr(graph, "edge_quality")
+               else zeros)
+    rejections = (np.asarray(memory.rejection) if memory is not None
+                  else zeros)
+    return [memory_facts(list(o) + list(p), quality, rejections,
+                         rejected=rejected) for o, p in zip(own, paths)]
+  return render

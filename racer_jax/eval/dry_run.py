@@ -59,6 +59,7 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
     for name, with_critic in passes:
       collab = stack.collaboration(data, accept_all, 1, local_only=True)
       collab.answerer = LLMAnswerer(backend, stack.local, scratch, shots)
+      collab.memory_templates = stack.memory_templates(collab.graph)
       if with_critic:
         collab.critic = LLMCritic(backend, accept_all, scratch, shots)
       collab.graph.reset_memory()

@@ -145,6 +145,9 @@ def test_dry_run_counts_what_the_real_run_sends(answer_run, demo_workspace,
       [question] = re.findall(r"Question: (.*)", asked)
       assert len(examples) == 3 and question not in examples
       assert set(examples) <= train_stems and not set(examples) & dev_stems
+      # the TemplateAgent's memory-aware lines, in the examples as well
+      assert asked.count("reliability:") or "(no path found)" in asked
+      assert "reliability:" in shots and "Facts:" not in row["user"]
     # the real run against the stub: the calls the dry run counted
     stub.requests.clear()
     real = agents_eval.evaluate(config, None, workdir, agents=agents,

@@ -77,3 +77,49 @@ def test_knowledge_texts_can_keep_only_paths_that_reach_the_choice():
       "Ice is a kind of water. Ice is found at freezer.", ""]]
   assert choice_texts(knowledge, 6, reached_only=True) == [[
       "Ice is found at freezer.", ""]]
+
+
+def test_memory_aware_templates_order_and_flag_by_edge_quality(
+    retrieval_runs, demo_workspace):
+  """The TemplateAgent with the shared memory: paths ordered by their
+  weakest edge's quality, the rating shown, a path whose edge the memory
+  saw rejected flagged (or dropped); the rendering follows the memory as it
+  changes."""
+  import jax
+
+  from racer_jax.agents.answer import AnswerRequest, answer_prompt
+  from racer_jax.agents.graph_agent import GraphAgent
+  from racer_jax.memory import edge_memory
+  _, _, refiner_dir = retrieval_runs
+  graph = GraphAgent(refiner_dir, demo_workspace, paths_per_choice=3,
+                     log=lambda _: None)
+  graph.memory = edge_memory.empty(demo_workspace.kg.num_edges)
+  data = demo_workspace.splits["dev"]
+  batch = data.dataset.batch_for_step(0, 0, 8)
+  _, rows = graph.retrieve(batch, jax.random.PRNGKey(0))
+  paths = next(ps for row in rows if row for ps in row if len(ps) >= 2)
+  good, bad = paths[0], paths[1]
+  render = templates.memory_renderer(graph, demo_workspace.kg.num_edges)
+  [before] = render([[]], [[good, bad]])
+  assert all("reliability: unproven" in line for line in before)
+  assert before[0].startswith(templates.logical_chain(good.triples))
+  graph.record([bad], edge_memory.REJECTION)
+  graph.record([good] * 3, edge_memory.SUCCESS)
+  [after] = render([[]], [[bad, good]])  # order given: bad first
+  assert after[0].startswith(templates.logical_chain(good.triples))
+  assert "reliability: high" in after[0]
+  shared = set(good.edge_ids) & set(bad.edge_ids)
+  if not shared:  # the flag names the rejection
+    assert "rejected 1 time]" in after[1] and "rejected" not in after[0]
+  quality = graph.edge_quality()
+  assert quality[good.edge_ids[0]] > 0
+  dropped = templates.memory_renderer(graph, demo_workspace.kg.num_edges,
+                                      rejected="drop")([[]], [[bad, good]])
+  assert len(dropped[0]) == (2 if shared else 1)
+  assert templates.memory_renderer(graph, 1, "plain") is None
+  # the prompt shows the lines instead of the plain sentences
+  req = AnswerRequest("q?", ["a", "b"], ["plain sentence.", ""],
+                      facts=[after, []])
+  prompt = answer_prompt(req)
+  assert after[0] in prompt and "plain sentence." not in prompt
+  assert "(no path found)" in prompt

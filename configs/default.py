@@ -200,7 +200,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.few_shot_rule = "seeded"
   # the TemplateAgent for LLM prompts: "memory" (each path as a chain with
   # its sentences, ordered by the shared memory's edge quality, reliability
-  # shown) or "plain" (sentences); paths with an edge the memory saw
+  # shown), "llm" (the same, each path's sentences rewritten into fluent
+  # text by the LLM, cached, the verified chain kept beside it as the
+  # evidence) or "plain" (sentences); paths with an edge the memory saw
   # rejected are "flag"ged or "drop"ped
   config.agents.template = "memory"
   config.agents.rejected_edges = "flag"

@@ -351,10 +351,12 @@ class AgentStack:
 
   def memory_templates(self, graph):
     """The TemplateAgent for LLM prompts under ``graph``'s memory
-    (:func:`templates.memory_renderer`; None with ``agents.template=plain``)."""
+    (:func:`templates.memory_renderer`; None with ``agents.template=plain``;
+    ``llm`` rewrites through the backend)."""
     return templates.memory_renderer(
         graph, self.ws.kg.num_edges, self.agents.get("template", "memory"),
-        self.agents.get("rejected_edges", "flag"))
+        self.agents.get("rejected_edges", "flag"), backend=self.backend,
+        report=self.usage)
 
   def few_shot(self):
     """The LLM agents' worked examples from the validation slice's

@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 
+from racer_jax.agents import llm
 from racer_jax.kg import relations as rel_lib
 
 # One forward template per merged relation ({h}: head, {t}: tail).
@@ -110,14 +111,20 @@ REWRITE_SYSTEM = (
     "per statement, keeping their meaning and their order. Do not add facts.")
 
 
-def rewrite(backend, sentences: list[str]) -> list[str]:
+def rewrite(backend, sentences: list[str], report=None) -> list[str]:
   """Optional LLM polish of sentences through a backend (see
-  :mod:`racer_jax.agents.llm`). Falls back to the templates when the reply
+  :mod:`racer_jax.agents.llm`; ``report``: a UsageReport counting the call
+  as the ``template`` agent's). Falls back to the templates when the reply
   does not have one line per sentence."""
   if not sentences:
     return []
   prompt = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(sentences))
-  reply = backend.generate(REWRITE_SYSTEM, prompt)
+  [reply] = backend.generate_many([llm.Request(REWRITE_SYSTEM, prompt,
+                                           agent="template")])
+  if report is not None:
+    report.record(reply, "template")
+    if not reply.ok:
+      report.fallback("template")
   lines = [ln.split(".", 1)[-1].strip() if ln[:1].isdigit() else ln.strip()
            for ln in (reply.text or "").splitlines() if ln.strip()]
   return lines if len(lines) == len(sentences) else list(sentences)
@@ -150,14 +157,13 @@ def reliability(quality: float) -> str:
   return "low" if quality < UNRELIABLE else "unproven"
 
 
-def memory_facts(paths, edge_quality, edge_rejections, *,
-                 rejected: str = "flag") -> list[str]:
-  """One choice's paths (objects with ``.triples``) as lines
-  ``"<chain>: <sentences> [reliability: high, memory 0.31]"``, best
-  weakest-edge quality first (ties: the order given). ``edge_quality``,
-  ``edge_rejections``: [E] arrays by global edge id. A path with an edge
-  the memory has seen rejected is flagged (``rejected="flag"``) or left out
-  (``"drop"``)."""
+def rate_paths(paths, edge_quality, edge_rejections, *,
+               rejected: str = "flag") -> list[tuple]:
+  """``[(path, quality, rejections)]``: one choice's paths (objects with
+  ``.triples``) with their weakest edge's quality and the most times one of
+  their edges was rejected, best quality first (ties: the order given);
+  with ``rejected="drop"`` a path with a rejected edge is left out.
+  ``edge_quality``, ``edge_rejections``: [E] arrays by global edge id."""
   if rejected not in ("flag", "drop"):
     raise ValueError(f"agents.rejected_edges={rejected!r}: expected flag "
                      "or drop")
@@ -169,27 +175,60 @@ def memory_facts(paths, edge_quality, edge_rejections, *,
     times = max((int(edge_rejections[i]) for i in ids), default=0)
     if times and rejected == "drop":
       continue
-    line = (f"{logical_chain(path.triples)}: {path_sentences(path.triples)} "
-            f"[reliability: {reliability(q)}, memory {q:+.2f}")
-    line += (f"; an edge of it was rejected {times} time"
-             f"{'s' if times > 1 else ''}]" if times else "]")
-    rows.append((-q, order, line))
-  return [line for _, _, line in sorted(rows)]
+    rows.append((-q, order, path, q, times))
+  return [(p, q, t) for _, _, p, q, t in sorted(rows, key=lambda r: r[:2])]
+
+
+def rating(quality: float, rejections: int) -> str:
+  """``"[reliability: high, memory +0.31; an edge of it was rejected 2
+  times]"``."""
+  out = f"[reliability: {reliability(quality)}, memory {quality:+.2f}"
+  if rejections:
+    out += (f"; an edge of it was rejected {rejections} time"
+            f"{'s' if rejections > 1 else ''}")
+  return out + "]"
+
+
+def memory_facts(paths, edge_quality, edge_rejections, *,
+                 rejected: str = "flag") -> list[str]:
+  """One choice's paths as lines ``"<chain>: <sentences> [reliability:
+  ...]"`` in :func:`rate_paths` order."""
+  return [f"{logical_chain(p.triples)}: {path_sentences(p.triples)} "
+          f"{rating(q, t)}" for p, q, t in
+          rate_paths(paths, edge_quality, edge_rejections, rejected=rejected)]
+
+
+def fluent_facts(backend, paths, edge_quality, edge_rejections, *,
+                 rejected: str = "flag", report=None) -> list[str]:
+  """:func:`memory_facts` with each path's sentences rewritten into fluent
+  text by an LLM (:func:`rewrite`, one call per choice, cached by the
+  backend), the verified chain kept beside it as the evidence:
+  ``"<fluent text> (evidence: <chain>) [reliability: ...]"``."""
+  rated = rate_paths(paths, edge_quality, edge_rejections, rejected=rejected)
+  fluent = rewrite(backend, [path_sentences(p.triples) for p, _, _ in rated],
+                   report)
+  return [f"{text} (evidence: {logical_chain(p.triples)}) {rating(q, t)}"
+          for text, (p, q, t) in zip(fluent, rated)]
 
 
 def memory_renderer(graph, num_edges: int, mode: str = "memory",
-                    rejected: str = "flag"):
-  """``(own, paths) -> per choice lines`` (:func:`memory_facts` over each
-  choice's own triples then its paths) under ``graph``'s shared memory as
-  it is at each call; None for ``mode="plain"`` (sentences only). A graph
-  agent without a memory rates every edge unproven."""
-  if mode not in ("memory", "plain"):
-    raise ValueError(f"agents.template={mode!r}: expected memory or plain")
+                    rejected: str = "flag", backend=None, report=None):
+  """``(own, paths) -> per choice lines`` over each choice's own triples
+  then its paths, under ``graph``'s shared memory as it is at each call:
+  :func:`memory_facts` (``mode="memory"``), :func:`fluent_facts` through
+  ``backend`` (``"llm"``), or None for ``"plain"`` (sentences only). A
+  graph agent without a memory rates every edge unproven."""
+  if mode not in ("memory", "llm", "plain"):
+    raise ValueError(f"agents.template={mode!r}: expected memory, llm or "
+                     "plain")
   if rejected not in ("flag", "drop"):
     raise ValueError(f"agents.rejected_edges={rejected!r}: expected flag "
                      "or drop")
   if mode == "plain":
     return None
+  if mode == "llm" and backend is None:
+    raise ValueError("agents.template=llm rewrites through an LLM backend: "
+                     "use it with --backend=gemini")
   zeros = np.zeros(num_edges, np.float32)
 
   def render(own, paths):
@@ -198,6 +237,10 @@ def memory_renderer(graph, num_edges: int, mode: str = "memory",
                else zeros)
     rejections = (np.asarray(memory.rejection) if memory is not None
                   else zeros)
+    if mode == "llm":
+      return [fluent_facts(backend, list(o) + list(p), quality, rejections,
+                           rejected=rejected, report=report)
+              for o, p in zip(own, paths)]
     return [memory_facts(list(o) + list(p), quality, rejections,
                          rejected=rejected) for o, p in zip(own, paths)]
   return render

@@ -123,3 +123,39 @@ def test_memory_aware_templates_order_and_flag_by_edge_quality(
   prompt = answer_prompt(req)
   assert after[0] in prompt and "plain sentence." not in prompt
   assert "(no path found)" in prompt
+
+
+def test_llm_templates_keep_the_verified_chain_as_evidence(tmp_path):
+  import types
+
+  import numpy as np
+
+  from racer_jax.agents.cache import ResponseCache
+  path = types.SimpleNamespace(triples=[Triple("bird", "capableof", "fly", 0),
+                                        Triple("fly", "_usedfor", "wing", 1)])
+  other = types.SimpleNamespace(triples=[Triple("bird", "atlocation",
+                                                "nest", 2)])
+  quality = np.array([0.3, 0.2, -0.3], np.float32)
+  rejections = np.array([0, 0, 2])
+
+  def polish(req):
+    return "\n".join(f"{n}. Fluent {n}." for n in
+                     range(1, len(prompt_text(req).splitlines()) + 1))
+
+  with StubGemini(polish) as stub:
+    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url,
+                                cache=ResponseCache(tmp_path / "c.sqlite"))
+    report = llm.UsageReport()
+    lines = templates.fluent_facts(backend, [other, path], quality,
+                                   rejections, report=report)
+    assert lines == [
+        "Fluent 1. (evidence: bird —capableof→ fly ←usedfor— wing) "
+        "[reliability: high, memory +0.20]",
+        "Fluent 2. (evidence: bird —atlocation→ nest) [reliability: low, "
+        "memory -0.30; an edge of it was rejected 2 times]"]
+    assert report.to_dict()["per_agent"]["template"]["calls"] == 1
+    again = templates.fluent_facts(backend, [other, path], quality,
+                                   rejections)
+    assert again == lines and len(stub.requests) == 1  # cached
+  with pytest.raises(ValueError, match="--backend=gemini"):
+    templates.memory_renderer(None, 3, "llm")

@@ -49,6 +49,11 @@ class StubGemini:
           stub.peak_in_flight = max(stub.peak_in_flight, stub.in_flight)
           item = stub.script.popleft() if stub.script else None
         try:
+          if item is None and self.path.endswith(":countTokens"):
+            # the real API's count is the model's tokenizer; the stub's is
+            # one token per 4 characters, enough to test the plumbing
+            chars = len(json.dumps(body.get("contents", [])))
+            item = (200, {"totalTokens": max(1, chars // 4)}, 0)
           if item is None:
             status, payload, delay = 200, reply_body(stub.responder(body)), 0
           else:

@@ -127,6 +127,7 @@ def test_dry_run_counts_what_the_real_run_sends(answer_run, demo_workspace,
     assert len(stub.requests) == 0 or all(
         ":generateContent" not in r["path"] for r in stub.requests)
     assert dry["generate_calls_made"] == 0 and dry["questions"] == 5
+    assert dry["token_count"] == "count_tokens"  # the SDK reached the stub
     n = dry["questions"]
     # round 1: the no-critic pass's answers, the full pass's answers (the
     # same prompts: repeats) and its critic calls

@@ -114,7 +114,8 @@ class Explorer:
     """One model step for every unfinished transcript."""
     active = [t for t in transcripts if not t.done]
     replies = self.backend.generate_many(
-        [llm.Request(self.system, user_prompt(t)) for t in active])
+        [llm.Request(self.system, user_prompt(t), agent="explorer")
+         for t in active])
     for t, reply in zip(active, replies):
       self.report.record(reply, "explorer")
       t.steps += 1

@@ -94,7 +94,8 @@ class LLMJudgements:
           prompt = (f"Question: {ex.stem}\nCollected: {', '.join(have)}\n"
                     f"A: {self._name(batch, b, p['first'][b, d, k])}\n"
                     f"B: {self._name(batch, b, p['second'][b, d, k])}")
-          requests.append(llm.Request(MENTOR_SYSTEM, prompt, MENTOR_SCHEMA))
+          requests.append(llm.Request(MENTOR_SYSTEM, prompt, MENTOR_SCHEMA,
+                                      "mentor"))
           slots.append(("pref", b, d, k))
       if self.judge:
         for kind in ("sample", "greedy"):
@@ -102,7 +103,8 @@ class LLMJudgements:
                                  p[f"selected_{kind}"][b])
           prompt = (f"Question: {ex.stem}\nAnswer: {gold}\nFacts:\n" +
                     ("\n".join(f"- {f}" for f in facts) or "(none)"))
-          requests.append(llm.Request(JUDGE_SYSTEM, prompt, JUDGE_SCHEMA))
+          requests.append(llm.Request(JUDGE_SYSTEM, prompt, JUDGE_SCHEMA,
+                                      "judge"))
           slots.append((f"reward_{kind}", b))
     replies = self.backend.generate_many(requests) if requests else []
     for slot, reply in zip(slots, replies):

@@ -153,3 +153,16 @@ def choice_texts(knowledge: Knowledge, max_sentences: int,
   return [[templates.knowledge_text(
       [p.triples for p in paths if p.reached or not reached_only],
       max_sentences) for paths in choices] for choices in knowledge]
+
+
+def evidence_for(config, data_dir, splits, progress, log):
+  """``{split: [Q][C] walker evidence}`` for an answer run's config from
+  the refiner run in ``answer.evidence_workdir`` (its knowledge files,
+  built once), or None without one."""
+  a = config.answer
+  if not a.get("evidence_workdir", ""):
+    return None
+  return ensure_knowledge(a.evidence_workdir, data_dir, splits,
+                          keep=a.paths_per_choice,
+                          batch_size=config.eval.batch_size, seed=config.seed,
+                          progress=progress, log=log, evidence=True)

@@ -128,20 +128,6 @@ def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
   return texts
 
 
-def evidence_for(config, data_dir, splits, progress, log):
-  """``{split: [Q][C] walker evidence}`` from the refiner run in
-  ``answer.evidence_workdir`` (its knowledge files, built once), or None
-  without one."""
-  a = config.answer
-  if not a.get("evidence_workdir", ""):
-    return None
-  from racer_jax.agents import knowledge as knowledge_lib
-  return knowledge_lib.ensure_knowledge(
-      a.evidence_workdir, data_dir, splits, keep=a.paths_per_choice,
-      batch_size=config.eval.batch_size, seed=config.seed, progress=progress,
-      log=log, evidence=True)
-
-
 def knowledge_sources(config) -> str:
   """The knowledge the answer model is shown, in words (for the log)."""
   a = config.answer
@@ -331,8 +317,9 @@ def _train_model(config, data_dir, workdir, *, progress, log, stop_after):
     from racer_jax.driver import train_answer_head
     knowledge = knowledge_for(config, data_dir, [t.split, eval_split],
                               progress, log, cache_dir=workdir)
-    evidence = evidence_for(config, data_dir, [t.split, eval_split],
-                            progress, log)
+    from racer_jax.agents import knowledge as knowledge_lib
+    evidence = knowledge_lib.evidence_for(config, data_dir,
+                                          [t.split, eval_split], progress, log)
     return train_answer_head.train(config, data_dir, workdir,
                                    knowledge=knowledge, evidence=evidence,
                                    progress=progress,

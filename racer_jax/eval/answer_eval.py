@@ -36,6 +36,7 @@ import numpy as np
 
 from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
 from racer_jax.agents.answer import ensemble_probs
+from racer_jax.agents import knowledge as knowledge_lib
 from racer_jax.driver import train_answer
 from racer_jax.driver.checkpoints import Checkpointer
 
@@ -50,8 +51,8 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   knowledge = train_answer.knowledge_for(config, data_dir, [split], progress,
                                          log, cache_dir=workdir)
   shown = knowledge[split] if knowledge else None
-  evidence = train_answer.evidence_for(config, data_dir, [split], progress,
-                                       log)
+  evidence = knowledge_lib.evidence_for(config, data_dir, [split], progress,
+                                        log)
   examples = train_answer.load_examples(config, data_dir, split)
   requests = [AnswerRequest(e.stem, list(e.choices),
                             shown[i] if shown else None,

@@ -104,20 +104,32 @@ def test_answer_stage_on_demo_with_knowledge(answer_run):
   assert "loss" not in again and again["critic_calibration"] == "validation"
 
 
+def _train_head(retrieval_runs, workdir, log_every, **answer):
+  """A short frozen-head answer run on the demo; ``answer`` overrides
+  ``config.answer`` fields. Returns its workdir."""
+  config = retrieval_runs[0].copy_and_resolve_references()
+  config.stage = "answer"
+  config.answer.model = "frozen_head"
+  config.answer.head_batch_size = 8
+  config.answer.update(answer)
+  config.train.log_every = log_every
+  train_answer.train(config, None, workdir, **QUIET)
+  return workdir
+
+
+def train_answer_config(workdir):
+  import ml_collections
+  return ml_collections.ConfigDict(json.loads(
+      (workdir / "config.json").read_text()))
+
+
 @pytest.mark.slow  # encodes and trains
 def test_frozen_head_option_learns_and_answers(tokenizer, retrieval_runs,
                                                tmp_path):
   from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
-  config, _, refiner_dir = retrieval_runs
-  config = config.copy_and_resolve_references()
-  config.stage = "answer"
-  config.answer.model = "frozen_head"
-  config.answer.knowledge_workdir = str(refiner_dir)
-  config.answer.head_epochs = 30.0
-  config.answer.head_batch_size = 8
-  config.train.log_every = 4
-  workdir = tmp_path / "head"
-  train_answer.train(config, None, workdir, **QUIET)
+  _, _, refiner_dir = retrieval_runs
+  workdir = _train_head(retrieval_runs, tmp_path / "head", log_every=4,
+                        knowledge_workdir=str(refiner_dir), head_epochs=30.0)
   losses = [json.loads(x)["train/loss"] for x in
             (workdir / "metrics.jsonl").read_text().splitlines()
             if "train/loss" in x]
@@ -138,16 +150,10 @@ def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path):
   from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
   from racer_jax.eval import answer_eval
   from racer_jax.text import choice_head
-  config, _, refiner_dir = retrieval_runs
-  config = config.copy_and_resolve_references()
-  config.stage = "answer"
-  config.answer.model = "frozen_head"
-  config.answer.evidence_workdir = str(refiner_dir)
-  config.answer.head_epochs = 5.0
-  config.answer.head_batch_size = 8
-  config.train.log_every = 1
-  workdir = tmp_path / "evidence"
-  train_answer.train(config, None, workdir, **QUIET)
+  _, _, refiner_dir = retrieval_runs
+  workdir = _train_head(retrieval_runs, tmp_path / "evidence", log_every=1,
+                        evidence_workdir=str(refiner_dir), head_epochs=5.0)
+  config = train_answer_config(workdir)
   answerer = LocalAnswerer(workdir)
   assert answerer.uses_evidence and not answerer.uses_knowledge
   width = answerer._params["hidden"]["kernel"].shape[0]

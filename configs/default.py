@@ -16,7 +16,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.data = ml_collections.ConfigDict()
   config.data.dataset = "csqa"
   config.data.splits = ("train", "dev", "test")
-  config.data.files = ml_collections.ConfigDict()  # only for dataset="jsonl"
+  # only for dataset="jsonl": settable from the command line, e.g.
+  # --config.data.files.train=F (an empty path: the split is not given)
+  config.data.files = ml_collections.ConfigDict(
+      {"train": "", "dev": "", "test": ""})
   config.data.on_bad_line = "error"  # or "skip" (skipped lines are counted)
 
   # Knowledge graph: "demo" (bundled), "cn100k" (data_dir/conceptnet/cn100k),
@@ -160,7 +163,7 @@ def get_config() -> ml_collections.ConfigDict:
   # knowledge_workdir, whose paths are shown as text
   config.answer.evidence_workdir = ""
   # KEAR: the k most similar training questions with their answers
-  # (racer_jax/agents/similar_questions.py); on CSQA mostly the sibling
+  # (racer_jax/answer/similar_questions.py); on CSQA mostly the sibling
   # questions of the same source concept, so report it apart.
   config.answer.similar_questions = 0
   config.answer.similar_split = "train"
@@ -261,7 +264,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.hygrl.heuristic_choice = True
 
   # OpenBookQA's open book as extra knowledge for the answerer
-  # (racer_jax/agents/openbook.py), in answer training and evaluation.
+  # (racer_jax/answer/openbook.py), in answer training and evaluation.
   config.use_openbook = False
   config.openbook = ml_collections.ConfigDict()
   config.openbook.file = ""              # default: obqa/Main/openbook.txt

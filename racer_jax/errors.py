@@ -33,3 +33,7 @@ class DataError(RacerError, ValueError):
 
 class ConfigError(RacerError, ValueError):
   """A configuration value that cannot work (names the key)."""
+
+
+class CheckpointError(RacerError, RuntimeError):
+  """No checkpoint of a run could be restored (names the folder and why)."""

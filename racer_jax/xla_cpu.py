@@ -12,8 +12,9 @@ flags it ran with).
 ``XLA_FLAGS`` when ``/proc/cpuinfo`` lists ``avx512f``, unless
 ``XLA_FLAGS`` already names a vector width or ``RACER_XLA_CPU_DEFAULTS=0``.
 XLA reads the variable when jax creates its CPU client (the first
-computation), so ``racer_jax/__init__.py`` calls this on import; a program
-that ran a jax computation before importing racer_jax keeps its flags.
+computation), so the entry points call this first
+(:func:`racer_jax.entry_point.run`); importing racer_jax never does. A
+program that imports racer_jax as a library keeps the flags it set.
 Floating-point results may differ from 256-bit code in the last bits (sums
 are reassociated), so sampled walks can differ between the two settings.
 """

@@ -22,8 +22,11 @@ import ml_collections
 import numpy as np
 
 from racer_jax.agents import llm
-from racer_jax.driver.checkpoints import Checkpointer, restore_template
-from racer_jax.text import cross_encoder as ce
+from racer_jax.answer import choice_head_step, cross_encoder_step
+from racer_jax.answer import cross_encoder as ce
+from racer_jax.runs.checkpoints import Checkpointer, restore_template
+from racer_jax.text.minilm import MiniLMEncoder
+from racer_jax.answer.choice_head_step import head_probs
 
 
 @dataclasses.dataclass
@@ -73,7 +76,6 @@ class LocalAnswerer:
 
   def __init__(self, workdir, batch_size: int = 32,
                log=lambda _: None):
-    from racer_jax.driver import train_answer
     workdir = Path(workdir)
     self.workdir = workdir
     config = ml_collections.ConfigDict(json.loads(
@@ -83,13 +85,11 @@ class LocalAnswerer:
                                         max_length=config.answer.max_length)
     self.kind = config.answer.get("model", "cross_encoder")
     if self.kind == "frozen_head":
-      from racer_jax.driver import train_answer_head
-      from racer_jax.text.minilm import MiniLMEncoder
       self._encoder = MiniLMEncoder(config.text.model_dir or None)
-      model, _, template = restore_template(train_answer_head.create_state,
+      model, _, template = restore_template(choice_head_step.create_state,
                                             config, self._encoder.dim, 1)
     else:
-      model, _, template = restore_template(train_answer.create_state,
+      model, _, template = restore_template(cross_encoder_step.create_state,
                                             config, self.tokenizer, 1)
     ckpt = Checkpointer(workdir / "checkpoints")
     restored = ckpt.restore_latest(template, log=log)
@@ -107,18 +107,16 @@ class LocalAnswerer:
 
   def probs(self, requests: list[AnswerRequest]) -> np.ndarray:
     """float32 [Q, num_choices] choice probabilities."""
-    from racer_jax.driver import train_answer
     if self.kind == "frozen_head":
-      from racer_jax.driver.train_answer_head import head_probs
       return head_probs(self._model, self._params, self._encoder, requests,
                         self.num_choices, self.uses_evidence)
     tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
               for r in requests]
-    data = train_answer.AnswerData(
+    data = cross_encoder_step.AnswerData(
         examples=requests, tokens=tokens,
         gold=-np.ones(len(requests), np.int32),
         num_choices=self.num_choices, knowledge=None)
-    return train_answer.predict(self._model, self._params, data,
+    return cross_encoder_step.predict(self._model, self._params, data,
                                 self.tokenizer, self.batch_size)
 
   def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:

@@ -22,8 +22,8 @@ import re
 
 from racer_jax.agents import llm
 from racer_jax.agents.templates import Triple
-from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError
-from racer_jax.agents.tools import parse_step
+from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError, parse_step
+from racer_jax.answer.path_text import RetrievedPath
 
 SYSTEM = """You answer questions by exploring a commonsense knowledge graph.
 Every reply is one step: <think>your reasoning</think> followed by exactly
@@ -201,7 +201,6 @@ class ExplorerGraphAgent:
     return 0
 
   def retrieve(self, batch, rng, temperature=None, examples=None):
-    from racer_jax.agents.graph_agent import RetrievedPath
     del rng, temperature  # the LLM's sampling is its own
     if examples is None:
       raise ValueError("the explorer needs the questions' text")

@@ -36,6 +36,7 @@ import numpy as np
 
 from racer_jax.agents import templates
 from racer_jax.errors import ConfigError, DataError
+from racer_jax.text.minilm import MiniLMEncoder
 
 RULES = ("seeded", "nearest")
 
@@ -231,7 +232,6 @@ def from_calibration(records: Path, k: int, rule: str, seed: int,
         "--config.agents.few_shot=0")
   encoder = None
   if rule == "nearest":
-    from racer_jax.text.minilm import MiniLMEncoder  # heavy: only if used
     encoder = MiniLMEncoder(model_dir or None)
   return FewShot(examples_from_records(records, render), k, rule, seed=seed,
                  encoder=encoder)

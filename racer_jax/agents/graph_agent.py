@@ -2,7 +2,7 @@
 
 For a batch of questions the frozen walker generates candidate paths toward
 every choice (multi-path generation, shared-memory reranking), the refiner
-scores them (one device program, :func:`racer_jax.refine.training.
+scores them (one device program, :func:`racer_jax.refine.refiner_update.
 make_retriever`), and the host keeps each choice's best
 ``paths_per_choice`` paths by refiner score, as :class:`RetrievedPath` s of
 :class:`~racer_jax.agents.templates.Triple` s, each checked to exist in the
@@ -21,35 +21,17 @@ import jax
 import ml_collections
 import numpy as np
 
-from racer_jax.agents.templates import Triple
-from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer, restore_template
-from racer_jax.driver.train_refiner import (create_state, load_walker,
-                                            refiner_config, walker_graph)
+from racer_jax.answer.path_text import RetrievedPath, Triple
 from racer_jax.memory import edge_memory
-from racer_jax.refine import training
-
-
-@dataclasses.dataclass
-class RetrievedPath:
-  triples: list[Triple]
-  score: float          # the refiner's score
-  reached: bool         # the walk reached the choice it was aimed at
-  verified: bool        # every triple exists in the KG
-
-  @property
-  def edge_ids(self) -> list[int]:
-    return [t.edge_id for t in self.triples]
-
-  def to_dict(self) -> dict:
-    return {"triples": [t.to_dict() for t in self.triples],
-            "score": self.score, "reached": self.reached,
-            "verified": self.verified}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "RetrievedPath":
-    return cls([Triple(**t) for t in d["triples"]], float(d["score"]),
-               bool(d["reached"]), bool(d["verified"]))
+from racer_jax.refine import refiner_update
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer, restore_template
+from racer_jax.runs.refiner_state import (
+  create_state,
+  load_walker,
+  refiner_config,
+  walker_graph,
+)
 
 
 def read_paths(kg, batch, out: dict, row: int, num_choices: int,
@@ -126,7 +108,7 @@ def _retriever(refiner, walker, walker_cfg, cfg):
   the parameters are arguments, so sharing is exact."""
   key = (repr(refiner), repr(walker), walker_cfg, cfg)
   if key not in _RETRIEVERS:
-    _RETRIEVERS[key] = training.make_retriever(refiner, walker, walker_cfg,
+    _RETRIEVERS[key] = refiner_update.make_retriever(refiner, walker, walker_cfg,
                                                cfg)
   return _RETRIEVERS[key]
 
@@ -167,7 +149,7 @@ class GraphAgent:
     self.refiner_step = restored[2]
     self._params = restored[0].params
     self._walker_params = wstate.params
-    self._walker_cfg = common.walker_train_config(wconfig)
+    self._walker_cfg = builders.walker_train_config(wconfig)
     if rollout_overrides:
       self._walker_cfg = dataclasses.replace(
           self._walker_cfg, rollout=dataclasses.replace(

@@ -17,11 +17,12 @@ import jax
 import ml_collections
 import numpy as np
 
-from racer_jax.agents.graph_agent import RetrievedPath
 from racer_jax.agents.templates import Triple
-from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.answer.path_text import RetrievedPath
 from racer_jax.rl import hygrl
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.hygrl_state import create_state
 
 _SHARED = ("data", "kg", "grounding", "subgraph", "batch", "text")
 
@@ -82,7 +83,6 @@ class HyGRLGraphAgent:
 
   def __init__(self, hygrl_workdir, ws, rconfig, paths_per_choice: int = 2,
                log=print):
-    from racer_jax.driver.train_hygrl import create_state
     hygrl_workdir = Path(hygrl_workdir)
     config = ml_collections.ConfigDict(json.loads(
         (hygrl_workdir / "config.json").read_text()))
@@ -101,7 +101,7 @@ class HyGRLGraphAgent:
     self._params = state.params
     self._theta = np.asarray(record["theta"], np.float32)
     self._eval = hygrl.make_retrieval_eval(policy,
-                                           common.hygrl_config(config))
+                                           builders.hygrl_config(config))
     self.ws = ws
     self.keep = paths_per_choice
     self.temperature = 0.0

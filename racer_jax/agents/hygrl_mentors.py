@@ -5,7 +5,7 @@
 * **Sufficiency judge** for the SCST reward: strictly, do the facts inside
   the retrieved subgraph let one deduce the gold answer (true/false).
 
-For each RL update, :func:`racer_jax.rl.hygrl.make_rl_proposal` shows the
+For each RL update, :func:`racer_jax.rl.hygrl_update.make_rl_proposal` shows the
 searches the update will make; :meth:`LLMJudgements.external` asks the
 backend (all calls of the batch concurrently, through the response cache)
 and returns the arrays the jitted update takes in place of the offline

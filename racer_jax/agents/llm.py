@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import jsonschema
 
-from racer_jax.agents.cache import ResponseCache, cache_key
+from racer_jax.agents.llm_cache import ResponseCache, cache_key
 from racer_jax.errors import ConfigError
 
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")

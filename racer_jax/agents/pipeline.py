@@ -20,14 +20,13 @@ from typing import Callable, Sequence
 import jax
 import ml_collections
 
-from racer_jax.agents.critic import LocalCritic, critic_of
-from racer_jax.agents.critic import stored_calibration
-from racer_jax.agents.loop import QuestionResult
+from racer_jax.agents.agent_loop import QuestionResult
+from racer_jax.agents.critic import LocalCritic, critic_of, stored_calibration
 from racer_jax.agents.stack import AgentStack
 from racer_jax.data import qa, validation
 from racer_jax.data.bucketed import BucketedDataset
-from racer_jax.driver.inputs import SplitData
 from racer_jax.kg import grounding, subgraph
+from racer_jax.runs.workspace import SplitData
 
 
 def stored_critic(stack: AgentStack) -> tuple[LocalCritic | None, str]:

@@ -30,18 +30,21 @@ import numpy as np
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import extra_knowledge, llm, templates
 from racer_jax.agents import few_shot as few_shot_lib
-from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer
-from racer_jax.agents.answer import LocalAnswerer
+from racer_jax.agents.agent_loop import Collaboration
+from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic
+from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.loop import Collaboration
+from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
+from racer_jax.agents.tools import GraphTools
+from racer_jax.answer import choice_triples
 from racer_jax.data import datasets, qa, validation
 from racer_jax.data.bucketed import BucketedDataset
-from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import SplitData, load_workspace, make_encoder
 from racer_jax.errors import ConfigError
 from racer_jax.memory import edge_memory
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.workspace import SplitData, load_workspace, make_encoder
 
 MEMORY_DIR = "agents_memory"  # the answer run's memory pass, if any
 TRAIN_SPLIT_LOOP = "train_split_loop"
@@ -93,8 +96,6 @@ def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
     return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log,
                       **kwargs)
   if kind == "explorer":
-    from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
-    from racer_jax.agents.tools import GraphTools
     if backend is None:
       raise ValueError("agents.graph=explorer needs a text LLM: "
                        "--backend=gemini")
@@ -103,7 +104,6 @@ def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
         Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,
         paths_per_choice=keep)
   if kind == "hygrl":
-    from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
     if not agents.get("hygrl_workdir"):
       raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
                        "run trained with --config.method=hygrl)")
@@ -203,7 +203,7 @@ class AgentStack:
     self.split_key = self._file_key or split
     self.ws = load_workspace(
         self.data_config, data_dir,
-        common.prep_dir_of(self.rconfig, self.refiner_dir),
+        builders.prep_dir_of(self.rconfig, self.refiner_dir),
         [self.split_key] if self.split_key else [], progress=progress,
         log=log)
     self.encoder = make_encoder(self.rconfig)
@@ -229,7 +229,6 @@ class AgentStack:
                                           self.encoder, log)
     self.triples = None
     if config.answer.get("choice_triples", 0) > 0:
-      from racer_jax.agents import choice_triples
       self.triples = choice_triples.ChoiceTriples(
           self.ws.kg, self.ws.concept_emb, self.encoder)
     self._inputs = {}

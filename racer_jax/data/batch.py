@@ -17,6 +17,7 @@ import jax
 import jraph
 import numpy as np
 
+from racer_jax import compat  # noqa: F401  (jraph needs jax.tree_map)
 from racer_jax.kg.subgraph import Subgraph
 
 

@@ -13,8 +13,7 @@ from typing import Iterator, Sequence
 import jax
 import numpy as np
 
-from racer_jax.data.batch import (GraphBatch, choose_bucket, empty_subgraph,
-                                  pad_subgraph)
+from racer_jax.data.batch import GraphBatch, choose_bucket, empty_subgraph, pad_subgraph
 from racer_jax.kg.subgraph import Subgraph
 
 

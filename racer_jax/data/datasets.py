@@ -47,9 +47,11 @@ def split_path(config, split: str, data_dir: Path | None) -> Path:
   """Path of one split of ``config.data.dataset``."""
   dataset = config.data.dataset
   if dataset == "jsonl":
-    files = dict(config.data.files)
+    files = {k: v for k, v in dict(config.data.files).items() if v}
     if split not in files:
-      raise ConfigError(f"data.files has no {split!r} (has {sorted(files)})")
+      raise ConfigError(f"data.files.{split} is not set (dataset=jsonl: "
+                        f"--config.data.files.{split}=PATH; set: "
+                        f"{sorted(files)})")
     path = Path(files[split]).expanduser()
   elif dataset in SPLITS:
     if split not in SPLITS[dataset]:

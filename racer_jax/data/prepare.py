@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 import tqdm
 
-from racer_jax.data import cache, datasets, qa
+from racer_jax.data import datasets, qa, subgraph_cache
 from racer_jax.data.batch import choose_bucket
 from racer_jax.errors import ConfigError
 from racer_jax.kg import grounding, ingest, store, subgraph
@@ -125,9 +125,9 @@ def prepare_split(config, split: str, kg: store.KnowledgeGraph,
       hops.append(extractor.hop_distance(
           g.question_concepts, g.choice_concepts[ex.answer_index],
           config.report.reach_hops))
-  cache.save_subgraphs(out_dir / f"{split}.subgraphs.npz", subgraphs,
+  subgraph_cache.save_subgraphs(out_dir / f"{split}.subgraphs.npz", subgraphs,
                        config.subgraph.max_degree)
-  cache.write_grounded(out_dir / f"{split}.grounded.jsonl", grounded, kg)
+  subgraph_cache.write_grounded(out_dir / f"{split}.grounded.jsonl", grounded, kg)
   n = len(examples)
   n_choices = sum(len(g.choice_concepts) for g in grounded)
   hops = np.asarray(hops)

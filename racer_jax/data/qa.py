@@ -10,8 +10,10 @@ Formats read (detected per line):
 
 A malformed line raises :class:`~racer_jax.errors.DataError` naming file, line
 and field, or with ``on_bad_line="skip"`` is skipped and counted in the
-:class:`LoadReport`. A question with no choices is not malformed: it is kept
-and flagged downstream as unanswerable.
+:class:`LoadReport`. A repeated question id and an empty choice label are
+malformed too (a repeated id would be trained on or scored twice), and so
+is a file without a single question. A question with no choices is not
+malformed: it is kept and flagged downstream as unanswerable.
 """
 
 from __future__ import annotations
@@ -133,6 +135,9 @@ def parse_record(record: Any, path, lineno: int) -> tuple[QAExample, str]:
                     "neither 'question' (original) nor 'question_stem' (HF)")
   if len(set(labels)) != len(labels):
     raise DataError(path, lineno, "choices", f"duplicate labels {labels}")
+  for i, label in enumerate(labels):
+    if not label.strip():
+      raise DataError(path, lineno, f"choices[{i}].label", "empty")
   answer_index = None
   key = record.get("answerKey")
   if key not in (None, ""):
@@ -154,9 +159,10 @@ def load_jsonl(paths, *, on_bad_line: str = "error",
                      f"{on_bad_line!r}")
   report = report or LoadReport()
   examples: list[QAExample] = []
-  seen: set[str] = set()
+  seen: dict[str, str] = {}  # id -> where it was first read
   for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths):
     report.files.append(os.fspath(path))
+    loaded_before = report.loaded
     with open(path, "rb") as f:
       for lineno, raw in enumerate(f, 1):
         report.lines += 1
@@ -172,17 +178,22 @@ def load_jsonl(paths, *, on_bad_line: str = "error",
             raise DataError(path, lineno, None,
                             f"invalid JSON: {e.msg} at column {e.colno}") from e
           example, fmt = parse_record(record, path, lineno)
+          if example.id in seen:
+            raise DataError(path, lineno, "id", f"{example.id!r} repeats the "
+                            f"question of {seen[example.id]}")
         except DataError as e:
           if on_bad_line == "error":
             raise
+          report.duplicate_ids += e.field == "id" and "repeats" in e.reason
           report.skipped += 1
           report.bad_lines.append(str(e))
           continue
-        if example.id in seen:
-          report.duplicate_ids += 1
-        seen.add(example.id)
+        seen[example.id] = f"{os.fspath(path)}:{lineno}"
         report.formats[fmt] += 1
         report.unlabeled += example.answer_index is None
         report.loaded += 1
         examples.append(example)
+    if report.loaded == loaded_before:
+      raise DataError(path, None, None, "holds no questions" + (
+          f" ({report.skipped} bad lines skipped)" if report.skipped else ""))
   return examples, report

@@ -66,7 +66,7 @@ class ShardedDataset:
     num_shards: S.
     shards: ``{s: BucketedDataset}`` of the shards held here, each built
       over questions ``shard_bounds(Q, S)[s] ..`` with their split indices
-      as ``ids`` (see :func:`racer_jax.driver.inputs.load_workspace`).
+      as ``ids`` (see :func:`racer_jax.runs.workspace.load_workspace`).
   """
 
   def __init__(self, bucket_of_question: np.ndarray, num_shards: int,

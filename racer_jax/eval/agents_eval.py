@@ -29,7 +29,7 @@ Every pass is resumable (:mod:`racer_jax.eval.passes`). The run folder
 ``<workdir>/eval/<name>/`` holds one JSONL per pass and seed
 (``full.seed<k>.jsonl``, ``no_critic.seed<k>.jsonl``, ...), ``metrics.json``
 (also returned; the headline numbers are mean ± std over seeds, recomputed
-from the JSONL by :mod:`racer_jax.eval.metrics`) and ``report.md`` with its
+from the JSONL by :mod:`racer_jax.eval.qa_metrics`) and ``report.md`` with its
 pictures (:mod:`racer_jax.eval.report`).
 """
 
@@ -42,14 +42,14 @@ from typing import Callable
 
 import numpy as np
 
-from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer
-from racer_jax.agents.answer import LocalAnswerer
+from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import calibration, paired, passes, report
 from racer_jax.eval import dry_run as dry_run_lib
-from racer_jax.eval import metrics as metrics_lib
+from racer_jax.eval import qa_metrics as metrics_lib
 
 # name -> what changes.
 ABLATIONS = {
@@ -207,7 +207,6 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     elif name == "no_teacher":
       g = GraphAgent(ablation_workdirs[name], ws, **kw)
     elif name == "hygrl":
-      from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
       g = HyGRLGraphAgent(ablation_workdirs[name], ws, stack.rconfig, keep,
                           log=log)
     else:

@@ -5,7 +5,7 @@
 The answer run in ``W`` (then each run of ``--ensemble``: its *members*) is
 restored from its newest checkpoint and shown the knowledge it was trained
 with, read from its own ``config.json`` (similar training questions, the
-open book, choice triples, refined paths: :func:`train_answer.knowledge_for`),
+open book, choice triples, refined paths: :func:`answer_inputs.knowledge_for`),
 so members may differ in knowledge, seed or epochs. Without the agents: no
 critic, no re-exploration — the figure the answer stage reports at the end of
 training, recomputed from the checkpoint.
@@ -34,11 +34,10 @@ from typing import Callable
 
 import numpy as np
 
-from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
-from racer_jax.agents.answer import ensemble_probs
-from racer_jax.agents import knowledge as knowledge_lib
-from racer_jax.driver import train_answer
-from racer_jax.driver.checkpoints import Checkpointer
+from racer_jax.agents import answer_inputs
+from racer_jax.agents.answer import AnswerRequest, LocalAnswerer, ensemble_probs
+from racer_jax.answer import cross_encoder_step
+from racer_jax.runs.checkpoints import Checkpointer
 
 
 def member_predictions(workdir, data_dir, split: str, *, progress: bool,
@@ -48,12 +47,12 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   with."""
   answerer = LocalAnswerer(workdir, log=log)
   config = answerer.config
-  knowledge = train_answer.knowledge_for(config, data_dir, [split], progress,
+  knowledge = answer_inputs.knowledge_for(config, data_dir, [split], progress,
                                          log, cache_dir=workdir)
   shown = knowledge[split] if knowledge else None
-  evidence = knowledge_lib.evidence_for(config, data_dir, [split], progress,
+  evidence = answer_inputs.evidence_for(config, data_dir, [split], progress,
                                         log)
-  examples = train_answer.load_examples(config, data_dir, split)
+  examples = cross_encoder_step.load_examples(config, data_dir, split)
   requests = [AnswerRequest(e.stem, list(e.choices),
                             shown[i] if shown else None,
                             evidence=evidence[split][i] if evidence else None)
@@ -61,7 +60,7 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   probs = answerer.probs(requests)
   gold = np.array([-1 if e.answer_index is None else e.answer_index
                    for e in examples], np.int32)
-  data = train_answer.AnswerData(examples, None, gold,
+  data = cross_encoder_step.AnswerData(examples, None, gold,
                                  answerer.num_choices, shown)
   return data, probs, answerer.step
 
@@ -125,7 +124,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
       log(f"member {i}: {m}")
       data, probs, step = member_predictions(m, data_dir, split,
                                              progress=progress, log=log)
-      train_answer.write_predictions(path, data, probs)
+      cross_encoder_step.write_predictions(path, data, probs)
       _write_json(meta_path, {"workdir": str(m), "step": step})
       member_ids = [e.id for e in data.examples]
       member_gold = data.gold
@@ -138,7 +137,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
                        "differs")
     rows.append(probs)
     steps.append(step)
-    accuracies.append(train_answer.accuracy(probs, gold))
+    accuracies.append(cross_encoder_step.accuracy(probs, gold))
     log(f"member {i} accuracy {accuracies[-1]:.4f}")
   width = max(p.shape[1] for p in rows)
   rows = [np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in rows]
@@ -153,7 +152,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
                                     for x in probs[q][:counts[q]]]})
               + "\n")
   figures = {
-      "accuracy": train_answer.accuracy(probs, gold),
+      "accuracy": cross_encoder_step.accuracy(probs, gold),
       "accuracy_members": accuracies,
       "accuracy_members_mean": float(np.mean(accuracies)),
       "members": [str(m) for m in members],

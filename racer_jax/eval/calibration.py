@@ -26,10 +26,10 @@ import ml_collections
 import numpy as np
 
 from racer_jax.agents import critic as critic_lib
+from racer_jax.agents.agent_loop import FoldCritic
 from racer_jax.agents.critic import LocalCritic
-from racer_jax.agents.loop import FoldCritic
 from racer_jax.agents.stack import AgentStack
-from racer_jax.eval import passes
+from racer_jax.eval import memory_pass, passes
 
 VALIDATION = "validation"
 TWOFOLD = "twofold_eval_split"
@@ -119,7 +119,6 @@ def calibrate_after_training(config, data_dir, workdir, *,
   models only (no LLM spend while training). None when the run names no
   retrieval (the critic is then calibrated by the first evaluation that
   gives one, ``--retrieval_workdir``) or keeps no validation slice."""
-  from racer_jax.eval import memory_pass
   agents = ml_collections.ConfigDict(config.agents.to_dict())
   agents.backend = "local"
   if not (config.answer.knowledge_workdir or

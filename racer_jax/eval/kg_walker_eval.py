@@ -33,7 +33,69 @@ import jax
 import numpy as np
 import tqdm
 
-from racer_jax.eval.walker_eval import GoalTotals
+from racer_jax.rl import kg_walker_update
+from racer_jax.runs import builders
+from racer_jax.runs.kg_walker_inputs import goal_data, whole_graph
+from racer_jax.runs.workspace import load_workspace
+
+
+
+class GoalTotals:
+  """Running sums of the goal-conditioned figures over labeled questions,
+  shared by the subgraph and whole-graph evaluations. ``out`` is one batch
+  of a jitted evaluation (``reached`` / ``oracle`` / ``length`` / ``agree``
+  / ``decisions`` / ``valid`` [B, C], ``nodes`` [B, C, W, T+1])."""
+
+  def __init__(self):
+    self.sums = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
+                     agree=0, decisions=0, gold_reach=0, gold_valid=0,
+                     distractor_reach=0, distractor_valid=0, retrieved=0,
+                     retrieved_recall=0.0, retrieved_nodes=0)
+
+  def add(self, out, row: int, gold: int, gold_ids, num_choices: int):
+    """Adds one labeled question; ``gold_ids`` are the gold choice's ids in
+    the id space of ``out["nodes"]`` (for the retrieved recall). Returns
+    ``(hit, oracle)`` for the gold choice."""
+    t = self.sums
+    t["labeled"] += 1
+    hit, orc = bool(out["reached"][row, gold]), bool(out["oracle"][row, gold])
+    t["hit"] += hit
+    t["oracle"] += orc
+    t["hit_and_oracle"] += hit and orc
+    t["length"] += int(out["length"][row, gold]) if hit else 0
+    t["agree"] += int(out["agree"][row, gold])
+    t["decisions"] += int(out["decisions"][row, gold])
+    valid = out["valid"][row]
+    if np.size(gold_ids):
+      # The walker's retrieved subgraph: every node of its greedy walks
+      # toward every choice.
+      visited = np.unique(out["nodes"][row][valid])
+      t["retrieved"] += 1
+      t["retrieved_recall"] += np.isin(gold_ids, visited).mean()
+      t["retrieved_nodes"] += visited.size
+    for c in range(min(num_choices, valid.shape[0])):
+      if valid[c]:
+        key = "gold" if c == gold else "distractor"
+        t[f"{key}_valid"] += 1
+        t[f"{key}_reach"] += bool(out["reached"][row, c])
+    return hit, orc
+
+  def figures(self, questions: int) -> dict:
+    t = self.sums
+    n = max(t["labeled"], 1)
+    return {
+        "questions": questions, "labeled": t["labeled"],
+        "path_hit_rate": t["hit"] / n,
+        "oracle_hit_rate": t["oracle"] / n,
+        "path_hit_rate_reachable": t["hit_and_oracle"] / max(t["oracle"], 1),
+        "mean_path_length": t["length"] / max(t["hit"], 1),
+        "teacher_agreement": t["agree"] / max(t["decisions"], 1),
+        "gold_reach_rate": t["gold_reach"] / max(t["gold_valid"], 1),
+        "distractor_reach_rate": t["distractor_reach"] / max(
+            t["distractor_valid"], 1),
+        "retrieved_recall": t["retrieved_recall"] / max(t["retrieved"], 1),
+        "retrieved_nodes": t["retrieved_nodes"] / max(t["retrieved"], 1),
+    }
 
 
 def _path_text(kg, nodes, relations) -> str:
@@ -58,7 +120,7 @@ def walker_choice(reach, best_log_prob, valid, rng) -> int:
 def run_kg_eval(evaluate_fn, params, graph, data, examples, kg, relation_emb,
                 batch_size: int, *, rows_file=None, progress: bool = False,
                 desc: str = "evaluate", memory=None) -> dict:
-  """Runs the jitted evaluation (:func:`racer_jax.rl.kg_train.
+  """Runs the jitted evaluation (:func:`racer_jax.rl.kg_walker_update.
   make_kg_eval_step`) over a :class:`~racer_jax.data.goal_batch.GoalDataset`
   ``data`` whose ``example_index`` points into ``examples``."""
   tie_rng = np.random.default_rng(0)
@@ -123,23 +185,19 @@ def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
                 progress: bool = True,
                 log: Callable[[str], None] = print) -> dict:
   """Evaluates a whole-graph walker checkpoint of ``workdir`` on ``split``."""
-  from racer_jax.driver import common
-  from racer_jax.driver.inputs import load_workspace
-  from racer_jax.driver.train_kg_walker import goal_data, whole_graph
-  from racer_jax.rl import kg_train
   workdir = Path(workdir)
   if memory_beta is not None:
     config = config.copy_and_resolve_references()
     with config.unlocked():
       config.memory.beta = float(memory_beta)
   split = split or config.eval.split
-  ws = load_workspace(config, data_dir, common.prep_dir_of(config, workdir),
+  ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
                       [split], progress=progress, log=log)
-  policy, state, _, step = common.restore_walker(
+  policy, state, _, step = builders.restore_walker(
       config, workdir, embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, step=step, log=log)
-  evaluate_fn = kg_train.make_kg_eval_step(
-      policy, common.walker_train_config(config),
+  evaluate_fn = kg_walker_update.make_kg_eval_step(
+      policy, builders.walker_train_config(config),
       config.walker.get("eval_samples", 0))
   graph = whole_graph(config, ws, log)
   data = goal_data(config, ws, split, log)
@@ -156,7 +214,7 @@ def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
     os.fsync(f.fileno())
   figures = {"split": split, "step": step, "graph": "kg", **figures,
              "bandwidth": config.walker.bandwidth,
-             "memory_beta": common.memory_beta(config),
+             "memory_beta": builders.memory_beta(config),
              "max_steps": config.walker.max_steps,
              "per_question_file": str(rows_path)}
   (out_dir / f"{split}_step{step}.metrics.json").write_text(

@@ -21,9 +21,9 @@ from typing import Callable
 import jax
 
 from racer_jax.agents import stack as stack_lib
-from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.errors import ConfigError
 from racer_jax.eval import passes
+from racer_jax.runs.checkpoints import Checkpointer
 
 
 def build_train_memory(stack: stack_lib.AgentStack, critic, *, limit: int = 0,

@@ -85,7 +85,7 @@ def run_pass(collab, split_data, *, batch_size: int, seed: int, path: Path,
   """Runs (or resumes) one pass; see the module docstring.
 
   Args:
-    collab: a :class:`racer_jax.agents.loop.Collaboration`; its GraphAgent's
+    collab: a :class:`racer_jax.agents.agent_loop.Collaboration`; its GraphAgent's
       memory is reset first (then restored from the state when resuming).
     annotate: ``fn(QuestionResult)`` called before a result is written
       (e.g. to attach the choices' concepts).

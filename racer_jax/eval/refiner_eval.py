@@ -28,12 +28,16 @@ import jax
 import numpy as np
 import tqdm
 
-from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import load_workspace
-from racer_jax.driver.train_refiner import (create_state, load_walker,
-                                            refiner_config, walker_graph)
-from racer_jax.refine import training
+from racer_jax.refine import refiner_update
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.refiner_state import (
+  create_state,
+  load_walker,
+  refiner_config,
+  walker_graph,
+)
+from racer_jax.runs.workspace import load_workspace
 
 SELECTORS = ("refiner", "random", "logprob", "logprob_per_hop")
 
@@ -81,7 +85,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   sweep over k' (figures under ``sweep``) for choosing k' on validation."""
   workdir = Path(workdir)
   split = split or config.eval.split
-  ws = load_workspace(config, data_dir, common.prep_dir_of(config, workdir),
+  ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
                       [split], progress=progress, log=log)
   wconfig, walker, wstate, wstep, quality = load_walker(
       config.refiner.walker_workdir, ws, log)
@@ -93,8 +97,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   if restored is None:
     raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}")
   state, _, step = restored
-  evaluate_fn = training.make_refiner_eval(
-      refiner, walker, common.walker_train_config(wconfig),
+  evaluate_fn = refiner_update.make_refiner_eval(
+      refiner, walker, builders.walker_train_config(wconfig),
       refiner_config(config, wconfig), top_ks=tuple(top_ks))
   whole = walker_graph(wconfig, ws, log)
   run = lambda q, tag: _run(evaluate_fn, state.params, ws.splits[split],

@@ -23,11 +23,11 @@ import jax
 import numpy as np
 import tqdm
 
-from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import load_workspace
-from racer_jax.driver.train_hygrl import create_state
 from racer_jax.rl import hygrl
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.hygrl_state import create_state
+from racer_jax.runs.workspace import load_workspace
 
 _KINDS = ("policy", "heuristic")
 
@@ -79,7 +79,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   """
   workdir = Path(workdir)
   split = split or config.eval.split
-  ws = load_workspace(config, data_dir, common.prep_dir_of(config, workdir),
+  ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
                       [split], progress=progress, log=log)
   policy, _, template = create_state(config, ws.concept_emb.shape[1])
   ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
@@ -90,7 +90,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                             "run launch/train.py first")
   state, record, step = restored
   theta = np.asarray(record["theta"], np.float32)
-  evaluate_fn = hygrl.make_retrieval_eval(policy, common.hygrl_config(config))
+  evaluate_fn = hygrl.make_retrieval_eval(policy, builders.hygrl_config(config))
   out_dir = workdir / "eval"
   out_dir.mkdir(exist_ok=True)
   rows_path = out_dir / f"{split}_step{step}.retrieval.jsonl"
@@ -103,7 +103,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
     os.fsync(f.fileno())
   sweep = []
   for tau in taus:
-    cfg = dataclasses.replace(common.hygrl_config(config),
+    cfg = dataclasses.replace(builders.hygrl_config(config),
                               heuristic_tau=float(tau))
     cfg = dataclasses.replace(cfg, beam=dataclasses.replace(
         cfg.beam, tau=float(tau)))
@@ -115,10 +115,10 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
              "heuristic_tau": config.hygrl.heuristic_tau,
              "questions": len(ws.splits[split].examples), **figures,
              "fusion_weights": dict(zip(
-                 hygrl.fusion_metrics(common.hygrl_config(config)),
+                 hygrl.fusion_metrics(builders.hygrl_config(config)),
                  np.asarray(jax.nn.softmax(theta)).round(4).tolist())),
-             "policy_choice": common.hygrl_config(config).policy_choice,
-             "heuristic_choice": common.hygrl_config(
+             "policy_choice": builders.hygrl_config(config).policy_choice,
+             "heuristic_choice": builders.hygrl_config(
                  config).heuristic_choice,
              "per_question_file": str(rows_path)}
   if sweep:

@@ -32,10 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from racer_jax.driver import common
-from racer_jax.driver.inputs import load_workspace
+from racer_jax.eval.kg_walker_eval import GoalTotals, evaluate_kg
 from racer_jax.memory import edge_memory
-from racer_jax.rl import train as train_lib
+from racer_jax.rl import walker_update as train_lib
+from racer_jax.runs import builders
+from racer_jax.runs.workspace import load_workspace
 
 
 def _path_text(kg, concepts, nodes, relations) -> str:
@@ -60,64 +61,6 @@ def _memory_update(memory, edge_ids, walk_reached, gold):
                             outcome.reshape(-1).astype(jnp.int32))
 
 
-class GoalTotals:
-  """Running sums of the goal-conditioned figures over labeled questions,
-  shared by the subgraph and whole-graph evaluations. ``out`` is one batch
-  of a jitted evaluation (``reached`` / ``oracle`` / ``length`` / ``agree``
-  / ``decisions`` / ``valid`` [B, C], ``nodes`` [B, C, W, T+1])."""
-
-  def __init__(self):
-    self.sums = dict(labeled=0, hit=0, oracle=0, hit_and_oracle=0, length=0,
-                     agree=0, decisions=0, gold_reach=0, gold_valid=0,
-                     distractor_reach=0, distractor_valid=0, retrieved=0,
-                     retrieved_recall=0.0, retrieved_nodes=0)
-
-  def add(self, out, row: int, gold: int, gold_ids, num_choices: int):
-    """Adds one labeled question; ``gold_ids`` are the gold choice's ids in
-    the id space of ``out["nodes"]`` (for the retrieved recall). Returns
-    ``(hit, oracle)`` for the gold choice."""
-    t = self.sums
-    t["labeled"] += 1
-    hit, orc = bool(out["reached"][row, gold]), bool(out["oracle"][row, gold])
-    t["hit"] += hit
-    t["oracle"] += orc
-    t["hit_and_oracle"] += hit and orc
-    t["length"] += int(out["length"][row, gold]) if hit else 0
-    t["agree"] += int(out["agree"][row, gold])
-    t["decisions"] += int(out["decisions"][row, gold])
-    valid = out["valid"][row]
-    if np.size(gold_ids):
-      # The walker's retrieved subgraph: every node of its greedy walks
-      # toward every choice.
-      visited = np.unique(out["nodes"][row][valid])
-      t["retrieved"] += 1
-      t["retrieved_recall"] += np.isin(gold_ids, visited).mean()
-      t["retrieved_nodes"] += visited.size
-    for c in range(min(num_choices, valid.shape[0])):
-      if valid[c]:
-        key = "gold" if c == gold else "distractor"
-        t[f"{key}_valid"] += 1
-        t[f"{key}_reach"] += bool(out["reached"][row, c])
-    return hit, orc
-
-  def figures(self, questions: int) -> dict:
-    t = self.sums
-    n = max(t["labeled"], 1)
-    return {
-        "questions": questions, "labeled": t["labeled"],
-        "path_hit_rate": t["hit"] / n,
-        "oracle_hit_rate": t["oracle"] / n,
-        "path_hit_rate_reachable": t["hit_and_oracle"] / max(t["oracle"], 1),
-        "mean_path_length": t["length"] / max(t["hit"], 1),
-        "teacher_agreement": t["agree"] / max(t["decisions"], 1),
-        "gold_reach_rate": t["gold_reach"] / max(t["gold_valid"], 1),
-        "distractor_reach_rate": t["distractor_reach"] / max(
-            t["distractor_valid"], 1),
-        "retrieved_recall": t["retrieved_recall"] / max(t["retrieved"], 1),
-        "retrieved_nodes": t["retrieved_nodes"] / max(t["retrieved"], 1),
-    }
-
-
 def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
              batch_size: int, *, rows_file=None, progress: bool = False,
              desc: str = "evaluate", theta=None, memory=None,
@@ -125,8 +68,8 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
   """Runs the jitted goal-conditioned evaluation over a split.
 
   Args:
-    evaluate_fn: from :func:`racer_jax.rl.train.make_eval_step`.
-    data: a :class:`~racer_jax.driver.inputs.SplitData`.
+    evaluate_fn: from :func:`racer_jax.rl.walker_update.make_eval_step`.
+    data: a :class:`~racer_jax.runs.workspace.SplitData`.
     rows_file: an open text file for per-question JSON lines, or None.
     memory: the shared memory (reranks actions when the run uses it).
     update_memory: add this split's outcomes to ``memory`` as it goes
@@ -174,7 +117,6 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   checkpoint.
   """
   if config.walker.get("graph", "subgraph") == "kg":
-    from racer_jax.eval.kg_walker_eval import evaluate_kg
     return evaluate_kg(config, data_dir, workdir, step=step, split=split,
                        memory_beta=memory_beta, progress=progress, log=log)
   workdir = Path(workdir)
@@ -184,15 +126,15 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
       config.memory.beta = float(memory_beta)
   split = split or config.eval.split
   ws = load_workspace(config, data_dir,
-                      common.prep_dir_of(config, workdir), [split],
+                      builders.prep_dir_of(config, workdir), [split],
                       progress=progress, log=log)
-  policy, state, record, step = common.restore_walker(
+  policy, state, record, step = builders.restore_walker(
       config, workdir, embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, step=step, log=log)
   theta = record.get("theta")
   theta = None if theta is None else np.asarray(theta, np.float32)
   evaluate_fn = train_lib.make_eval_step(
-      policy, common.walker_train_config(config))
+      policy, builders.walker_train_config(config))
   out_dir = workdir / "eval"
   out_dir.mkdir(exist_ok=True)
   rows_path = out_dir / f"{split}_step{step}.jsonl"
@@ -202,14 +144,14 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                        config.eval.batch_size, rows_file=f,
                        progress=progress, desc=f"evaluate {split}",
                        theta=theta, memory=state.memory,
-                       update_memory=bool(common.memory_on(config) and config
+                       update_memory=bool(builders.memory_on(config) and config
                                           .memory.get("update_in_eval",
                                                       False)))
     f.flush()
     os.fsync(f.fileno())
   figures.pop("memory", None)
   figures = {"split": split, "step": step, **figures,
-             "memory_beta": common.memory_beta(config),
+             "memory_beta": builders.memory_beta(config),
              "max_steps": config.walker.max_steps,
              "per_question_file": str(rows_path)}
   (out_dir / f"{split}_step{step}.metrics.json").write_text(

@@ -26,9 +26,14 @@ from racer_jax.graph import whole_graph as wg
 from racer_jax.memory import edge_memory
 from racer_jax.rl import reward as reward_lib
 from racer_jax.rl.policy import WalkerPolicy
-from racer_jax.rl.rollout import (RolloutConfig, Trajectory,
-                                  policy_distribution, relation_tables,
-                                  select_action)
+from racer_jax.rl.rollout import (
+  RolloutConfig,
+  Trajectory,
+  distinct_paths,
+  policy_distribution,
+  relation_tables,
+  select_action,
+)
 
 
 @flax.struct.dataclass
@@ -227,7 +232,6 @@ def multipath(policy: WalkerPolicy, params, graph: wg.WholeGraph,
   ``cfg.temperature``) the first ``cfg.sample_hops`` hops (default half),
   then greedy, no teacher. Returns ``(trajectory [B, W, ...], distinct
   bool [B, W], path_log_prob [B, W])``."""
-  from racer_jax.rl.rollout import distinct_paths
   hops = cfg.sample_hops if cfg.sample_hops >= 0 else cfg.max_steps // 2
   cfg = dataclasses.replace(cfg, greedy=False, sample_hops=hops)
   traj = rollout(policy, params, graph, inputs, rel_emb, rng, 0.0, cfg,

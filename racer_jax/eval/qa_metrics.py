@@ -1,0 +1,200 @@
+"""Answer and efficiency metrics of an evaluation, each a plain function of
+per-question records (so a report can be recomputed from its JSONL).
+
+- multiple choice: accuracy;
+- free text: exact match and token F1 after SQuAD's normalization
+  (lower case, no punctuation, no articles ``a``/``an``/``the``, single
+  spaces), and ROUGE-L F-measure from the ``rouge-score`` package;
+- evidence: path hit rate (a path shown toward the gold choice reached it),
+  evidence hit (a path shown for the predicted choice touches a gold-choice
+  concept), answer-concept recall (the gold choice's concepts that appear on
+  any shown path);
+- efficiency: latency percentiles, peak host RSS (``psutil``, plus
+  ``ru_maxrss`` of the process) and peak device memory where the backend
+  reports it.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import resource
+import string
+import sys
+
+import jax
+import numpy as np
+import psutil
+
+# -- free text ---------------------------------------------------------------
+
+def normalize_answer(text: str) -> str:
+  """SQuAD v1.1 normalization."""
+  text = text.lower()
+  text = "".join(ch for ch in text if ch not in set(string.punctuation))
+  text = re.sub(r"\b(a|an|the)\b", " ", text)
+  return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+  return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+  """SQuAD token F1 (bag of normalized tokens)."""
+  p, g = normalize_answer(prediction).split(), normalize_answer(gold).split()
+  if not p or not g:
+    return float(p == g)
+  common = collections.Counter(p) & collections.Counter(g)
+  same = sum(common.values())
+  if same == 0:
+    return 0.0
+  precision, recall = same / len(p), same / len(g)
+  return 2 * precision * recall / (precision + recall)
+
+
+_ROUGE = None
+
+
+def rouge_l(prediction: str, gold: str) -> float:
+  """ROUGE-L F-measure (``rouge_score.rouge_scorer``, Porter stemming)."""
+  global _ROUGE
+  if _ROUGE is None:
+    from rouge_score import rouge_scorer
+    _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+  return float(_ROUGE.score(gold, prediction)["rougeL"].fmeasure)
+
+
+def best_over_golds(fn, prediction: str, golds) -> float:
+  """SQuAD's convention: the best score over the accepted answers."""
+  return max((fn(prediction, g) for g in golds), default=0.0)
+
+
+# -- per-question evidence ---------------------------------------------------
+
+def _path_concepts(path: dict) -> set[str]:
+  out = set()
+  for t in path["triples"]:
+    out.update((t["head"], t["tail"]))
+  return out
+
+
+def deciding_round(record: dict) -> dict:
+  return record["rounds"][record["deciding_turn"]]
+
+
+def path_hit(record: dict) -> bool | None:
+  """A path shown toward the gold choice in the deciding round reached it
+  (None without a gold label)."""
+  if record["gold"] is None:
+    return None
+  paths = deciding_round(record)["paths"]
+  gold = record["gold"]
+  return bool(gold < len(paths) and any(p["reached"] for p in paths[gold]))
+
+
+def evidence_hit(record: dict) -> bool | None:
+  """A path shown for the predicted choice touches a gold-choice concept."""
+  gold_concepts = _gold_concepts(record)
+  if gold_concepts is None:
+    return None
+  paths = deciding_round(record)["paths"]
+  pred = record["prediction"]
+  shown = paths[pred] if pred < len(paths) else []
+  return any(_path_concepts(p) & gold_concepts for p in shown)
+
+
+def answer_concept_recall(record: dict) -> float | None:
+  """Fraction of the gold choice's concepts on any path shown in any
+  round (None without a label or without grounded gold concepts)."""
+  gold_concepts = _gold_concepts(record)
+  if not gold_concepts:
+    return None
+  seen = set()
+  for r in record["rounds"]:
+    for choice_paths in r["paths"]:
+      for p in choice_paths:
+        seen |= _path_concepts(p)
+  return len(gold_concepts & seen) / len(gold_concepts)
+
+
+def _gold_concepts(record: dict) -> set[str] | None:
+  if record["gold"] is None or not record.get("choice_concepts"):
+    return None
+  return set(record["choice_concepts"][record["gold"]])
+
+
+# -- aggregation -------------------------------------------------------------
+
+def mean_of(values) -> float | None:
+  """Mean over the values that are not None (None if there are none)."""
+  vals = [float(v) for v in values if v is not None]
+  return float(np.mean(vals)) if vals else None
+
+
+def question_metrics(records: list[dict]) -> dict:
+  """Every per-question metric averaged over ``records`` (one pass of one
+  seed). Keys with no labeled question are None."""
+  labeled = [r for r in records if r["gold"] is not None]
+  pred_text = [r["choices"][r["prediction"]] for r in labeled]
+  gold_text = [[r["choices"][r["gold"]]] for r in labeled]
+  seconds = [r["seconds"] for r in records] or [0.0]
+  return {
+      "questions": len(records),
+      "labeled": len(labeled),
+      "accuracy": mean_of(r["correct"] for r in labeled),
+      "exact_match": mean_of(best_over_golds(exact_match, p, g)
+                             for p, g in zip(pred_text, gold_text)),
+      "f1": mean_of(best_over_golds(token_f1, p, g)
+                    for p, g in zip(pred_text, gold_text)),
+      "rouge_l": mean_of(best_over_golds(rouge_l, p, g)
+                         for p, g in zip(pred_text, gold_text)),
+      "path_hit_rate": mean_of(path_hit(r) for r in records),
+      "evidence_hit": mean_of(evidence_hit(r) for r in records),
+      "answer_concept_recall": mean_of(answer_concept_recall(r)
+                                       for r in records),
+      "accepted_fraction": mean_of(r["accepted"] for r in records),
+      "mean_turns": mean_of(len(r["rounds"]) for r in records),
+      "llm_calls_per_question": mean_of(r.get("llm_calls", 0)
+                                        for r in records),
+      "tokens_per_question": mean_of(r.get("tokens", 0) for r in records),
+      "latency_p50_s": float(np.percentile(seconds, 50)),
+      "latency_p95_s": float(np.percentile(seconds, 95)),
+  }
+
+
+def mean_std(per_seed: list[dict], keys) -> dict:
+  """``key`` (mean over seeds) and ``key_std`` (population std) for each
+  key whose values are all numbers."""
+  out = {}
+  for k in keys:
+    vals = [m.get(k) for m in per_seed]
+    if vals and all(isinstance(v, (int, float)) for v in vals):
+      out[k] = float(np.mean(vals))
+      out[k + "_std"] = float(np.std(vals))
+  return out
+
+
+# -- resources ---------------------------------------------------------------
+
+def peak_rss_gb() -> float:
+  """Peak resident memory of this process in GiB (``ru_maxrss``: KiB on
+  Linux, bytes on macOS), or psutil's current RSS if that is larger."""
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  peak_bytes = peak if sys.platform == "darwin" else peak * 1024
+  peak_bytes = max(peak_bytes, psutil.Process().memory_info().rss)
+  return peak_bytes / 2**30
+
+
+def peak_device_memory_gb() -> float | None:
+  """Largest ``peak_bytes_in_use`` over the local devices, where the
+  backend reports memory statistics (GPU/TPU); None on CPU."""
+  peaks = []
+  for d in jax.local_devices():
+    try:
+      stats = d.memory_stats()
+    except Exception:  # noqa: BLE001 - backends without the API
+      stats = None
+    if stats and "peak_bytes_in_use" in stats:
+      peaks.append(stats["peak_bytes_in_use"])
+  return max(peaks) / 2**30 if peaks else None

@@ -1,0 +1,248 @@
+"""The refiner's jitted programs: candidate path sets from the (frozen)
+walker, the refiner's training step, and its evaluation against baselines.
+
+A question's candidate set is RACER's multi-path generation toward every
+answer choice (``paths_per_choice`` walkers each, distinct paths only), so
+P = C · N paths. A path is *positive* (gold-supporting) when it connects a
+question concept to a concept of the gold answer (it visits one), so the
+refiner learns which evidence supports the right answer, not merely which
+paths reach some target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from racer_jax.refine import refiner as refiner_lib
+from racer_jax.rl import kg_rollout, kg_walker_update
+from racer_jax.rl import rollout as rollout_lib
+from racer_jax.rl.walk_inputs import walk_inputs
+from racer_jax.rl.walker_update import TrainState, WalkerTrainConfig, apply_guarded
+
+
+@dataclasses.dataclass(frozen=True)
+class RefinerConfig:
+  paths_per_choice: int = 8
+  sample_hops: int = -1
+  temperature: float = 1.0
+  top_k: int = 4
+  loss: str = "listwise"
+  max_question_concepts: int = 32  # whole-graph walker: its run's caps
+  max_choice_concepts: int = 8
+
+
+def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
+              walker_cfg: WalkerTrainConfig, cfg: RefinerConfig,
+              edge_quality=None, whole=None):
+  """Multi-path generation toward every choice of every question.
+
+  Returns a dict with leading axes [B, P] (P = C · paths_per_choice):
+  ``nodes`` [.., T+1] (local subgraph nodes, or global concept ids with
+  ``whole``), ``relations``/``edges`` [.., T] (edges local, or global ids),
+  ``valid`` (distinct real paths), ``log_prob``, ``reached`` (its own
+  target), ``choice`` (the target choice), ``positive`` (visits a gold
+  concept).
+
+  ``whole``: a :class:`~racer_jax.graph.whole_graph.WholeGraph`: the walker
+  walks the whole graph (its run's ``walker.graph = "kg"``) from the
+  batch's grounded concepts; ``edge_quality`` is then per global edge id.
+  """
+  rollout_cfg = dataclasses.replace(
+      walker_cfg.rollout, temperature=cfg.temperature,
+      sample_hops=cfg.sample_hops)
+  if whole is not None:
+    return _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
+                                  walker_cfg, rollout_cfg, cfg, edge_quality,
+                                  whole)
+  c = batch.choice_mask.shape[2]
+  keys = jax.random.split(rng, c)
+
+  def per_choice(choice, key):
+    target = jnp.where(batch.choice_valid[:, choice], choice, -1)
+    target = jnp.broadcast_to(target, batch.gold.shape).astype(jnp.int32)
+    inputs = walk_inputs(batch, concept_emb, batch.query, target,
+                         cfg.paths_per_choice, edge_quality=edge_quality)
+    traj, distinct, log_prob = rollout_lib.multipath(
+        walker, walker_params, inputs, rel_emb, key, rollout_cfg,
+        walker_cfg.reward)
+    return traj, distinct, log_prob
+
+  traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
+  # [C, B, N, ...] -> [B, C * N, ...]
+  flat = lambda x: jnp.moveaxis(x, 0, 1).reshape(
+      (x.shape[1], -1) + x.shape[3:])
+  gold_col = jnp.maximum(batch.gold, 0)[:, None, None]
+  gold = (jnp.take_along_axis(batch.choice_mask, gold_col, axis=2)[..., 0] &
+          (batch.gold >= 0)[:, None])                          # [B, N_nodes]
+  nodes = flat(traj.nodes)
+  positive = jnp.any(jnp.take_along_axis(
+      gold[:, None, :], nodes.reshape(nodes.shape[0], -1)[:, None, :],
+      axis=2).reshape(nodes.shape), axis=-1)
+  choice = jnp.broadcast_to(jnp.arange(c)[:, None, None],
+                            traj.reached.shape)                # [C, B, N]
+  return {"nodes": nodes, "relations": flat(traj.relations),
+          "edges": flat(traj.edges), "valid": flat(distinct),
+          "log_prob": flat(log_prob), "reached": flat(traj.reached),
+          "choice": flat(choice), "positive": positive & flat(distinct)}
+
+
+def _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
+                           walker_cfg, rollout_cfg, cfg, edge_quality, whole):
+  """:func:`path_sets` of the whole-graph walker (global ids)."""
+  goal = kg_walker_update.goal_batch_from_graphs(batch, cfg.max_question_concepts,
+                                         cfg.max_choice_concepts)
+  c = goal.choice_concepts.shape[1]
+  keys = jax.random.split(rng, c)
+
+  def per_choice(choice, key):
+    target = jnp.where(goal.choice_valid[:, choice], choice, -1)
+    target = jnp.broadcast_to(target, goal.gold.shape).astype(jnp.int32)
+    inputs = kg_walker_update.goal_inputs(goal, whole, target, cfg.paths_per_choice)
+    return kg_rollout.multipath(walker, walker_params, whole, inputs,
+                                rel_emb, key, rollout_cfg, walker_cfg.reward,
+                                edge_quality)
+
+  traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
+  flat = lambda x: jnp.moveaxis(x, 0, 1).reshape(
+      (x.shape[1], -1) + x.shape[3:])
+  gold = jnp.take_along_axis(goal.choice_concepts,
+                             jnp.maximum(goal.gold, 0)[:, None, None],
+                             axis=1)[:, 0]                            # [B, A]
+  gold = jnp.where((goal.gold >= 0)[:, None], gold, -1)
+  nodes = flat(traj.nodes)                                        # [B, P, T+1]
+  positive = jnp.any((nodes[..., None] == gold[:, None, None, :]) &
+                     (gold >= 0)[:, None, None, :], axis=(-1, -2))
+  choice = jnp.broadcast_to(jnp.arange(c)[:, None, None], traj.reached.shape)
+  return {"nodes": nodes, "relations": flat(traj.relations),
+          "edges": flat(traj.edges), "valid": flat(distinct),
+          "log_prob": flat(log_prob), "reached": flat(traj.reached),
+          "choice": flat(choice), "positive": positive & flat(distinct)}
+
+
+def path_features(batch, concept_emb, rel_emb, paths, whole=None):
+  """Per-hop embeddings of the candidate paths: ``(head, relation, tail,
+  hop_mask)`` with [B, P, T, d] and [B, P, T] (``whole``: the nodes are
+  global concept ids)."""
+  nodes = paths["nodes"]
+  if whole is not None:
+    head, tail = concept_emb[nodes[..., :-1]], concept_emb[nodes[..., 1:]]
+  else:
+    concept = batch.graphs.nodes["concept"]                    # [B, N]
+    node_emb = concept_emb[jnp.maximum(concept, 0)]            # [B, N, d]
+    take = jax.vmap(lambda table, idx: table[idx])
+    head = take(node_emb, nodes[..., :-1])
+    tail = take(node_emb, nodes[..., 1:])
+  rel = rel_emb[jnp.maximum(paths["relations"], 0)]
+  hop_mask = paths["edges"] >= 0
+  return head, rel, tail, hop_mask
+
+
+def path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
+                whole=None):
+  """The refiner's score of every candidate path: float32 [B, P]."""
+  head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
+                                            paths, whole)
+  return jax.vmap(lambda h, r, t, m, v, q: refiner.apply(
+      params, h, r, t, m, v, q)["score"])(head, rel, tail, hop_mask,
+                                         paths["valid"], batch.query)
+
+
+def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
+                      donate: bool = True):
+  """``step(state, batch, walker_params, concept_emb, rel_emb,
+  edge_quality, whole=None)`` -> ``(state, metrics)``: path generation with
+  the frozen walker, the refiner loss, gradient and guarded optimizer step,
+  as one jitted program (``whole``: see :func:`path_sets`)."""
+  loss_fn = {"listwise": refiner_lib.listwise_loss,
+             "pairwise": refiner_lib.pairwise_loss}[cfg.loss]
+
+  def step(state: TrainState, batch, walker_params, concept_emb, rel_emb,
+           edge_quality, whole=None):
+    rng = jax.random.fold_in(state.rng, state.step)
+    paths = jax.lax.stop_gradient(path_sets(
+        walker, walker_params, batch, concept_emb, rel_emb, rng, walker_cfg,
+        cfg, edge_quality, whole))
+    labeled = batch.example_mask & (batch.gold >= 0)
+
+    def loss_of(params):
+      score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
+                          whole)
+      per_q = jax.vmap(loss_fn)(score, paths["positive"], paths["valid"])
+      n = jnp.maximum(jnp.sum(labeled), 1)
+      loss = jnp.sum(jnp.where(labeled, per_q, 0.0)) / n
+      top = jax.vmap(lambda s, p, v: refiner_lib.refine_metrics(
+          s, p, v, cfg.top_k))(score, paths["positive"], paths["valid"])
+      return loss, {"loss": loss,
+                    "gold_in_topk": jnp.sum(jnp.where(
+                        labeled, top["gold_in_topk"], 0.0)) / n,
+                    "paths": jnp.sum(paths["valid"]) / n}
+
+    (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(
+        state.params)
+    new_state, guard = apply_guarded(state, optimizer, loss, grads)
+    return new_state, dict(metrics, **guard)
+
+  return jax.jit(step, donate_argnums=(0,) if donate else ())
+
+
+def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
+  """``eval(refiner_params, batch, walker_params, concept_emb, rel_emb,
+  edge_quality, rng, whole=None)`` -> per question [B]: for the refiner's
+  top-k', a
+  random k' and the top-k' by walker log-prob (total and per hop):
+  ``gold_in_topk_*`` and
+  ``positives_*`` / ``kept_*``; the same with the suffix ``@k`` for every
+  k of the sweep ``top_ks``; plus ``hit`` (a walk toward the gold choice
+  reached it), ``any_positive`` and ``labeled``."""
+  def evaluate(params, batch, walker_params, concept_emb, rel_emb,
+               edge_quality, rng, whole=None):
+    k_paths, k_random = jax.random.split(rng)
+    paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
+                      k_paths, walker_cfg, cfg, edge_quality, whole)
+    scores = {
+        "refiner": path_scores(refiner, params, batch, concept_emb, rel_emb,
+                               paths, whole),
+        "random": jax.random.uniform(k_random, paths["valid"].shape),
+        "logprob": paths["log_prob"],
+        # Length-normalized: the plain log-prob favours short paths.
+        "logprob_per_hop": paths["log_prob"] / jnp.maximum(
+            jnp.sum(paths["edges"] >= 0, axis=-1), 1),
+    }
+    out = {}
+    for k, suffix in [(cfg.top_k, "")] + [(k, f"@{k}") for k in top_ks]:
+      for name, score in scores.items():
+        m = jax.vmap(lambda s, p, v, k=k: refiner_lib.refine_metrics(
+            s, p, v, k))(score, paths["positive"], paths["valid"])
+        out[f"gold_in_topk_{name}{suffix}"] = m["gold_in_topk"]
+        out[f"positives_{name}{suffix}"] = m["positives_in_topk"]
+        out[f"kept_{name}{suffix}"] = m["kept"]
+    toward_gold = paths["choice"] == batch.gold[:, None]
+    out["hit"] = jnp.any(paths["reached"] & paths["valid"] & toward_gold,
+                         axis=1)
+    out["any_positive"] = jnp.any(paths["positive"], axis=1)
+    out["labeled"] = batch.example_mask & (batch.gold >= 0)
+    out["refiner_scores"] = scores["refiner"]
+    out["paths"] = paths
+    return out
+
+  return jax.jit(evaluate)
+
+
+def make_retriever(refiner, walker, walker_cfg, cfg):
+  """``retrieve(refiner_params, batch, walker_params, concept_emb, rel_emb,
+  edge_quality, rng, whole=None)`` -> the candidate paths of
+  :func:`path_sets` plus
+  ``score`` [B, P], the refiner's score of each (jitted; the GraphAgent's
+  device program)."""
+  def retrieve(params, batch, walker_params, concept_emb, rel_emb,
+               edge_quality, rng, whole=None):
+    paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
+                      rng, walker_cfg, cfg, edge_quality, whole)
+    score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
+                        whole)
+    return dict(paths, score=jnp.where(paths["valid"], score, -jnp.inf))
+
+  return jax.jit(retrieve)

@@ -1,0 +1,181 @@
+"""Objects every walker driver builds the same way from a config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+from jax.experimental import multihost_utils
+
+from racer_jax.data.sharded import local_shards
+from racer_jax.errors import ConfigError
+from racer_jax.graph.beam import BeamConfig
+from racer_jax.rl import reward as reward_lib
+from racer_jax.rl import walker_update as train_lib
+from racer_jax.rl.hygrl import HyGRLConfig
+from racer_jax.rl.policy import HyGRLPolicy, WalkerPolicy
+from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.workspace import load_workspace
+
+
+def walker_train_config(config) -> train_lib.WalkerTrainConfig:
+  """The static update settings from an ``ml_collections`` config."""
+  w, t, r = config.walker, config.train, config.reward
+  return train_lib.WalkerTrainConfig(
+      rollout=RolloutConfig(
+          max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
+          prune_weights=tuple(float(x) for x in w.prune_weights),
+          stop_at_target=w.stop_at_target, temperature=t.temperature,
+          heuristic_weight=w.get("heuristic_weight", 0.0),
+          # runs saved before the field existed had the teacher stop
+          teacher_stops=bool(w.get("teacher_stops", True)),
+          score_tables=bool(w.get("score_tables", False)),
+          memory_beta=memory_beta(config)),
+      num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
+      teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
+      reward=reward_lib.RewardWeights(step=r.step, relation=r.relation,
+                                      goal=r.goal, reach=r.reach),
+      memory_update=bool(memory_on(config) and
+                         config.memory.update_in_training),
+      memory_gamma=float(config.get("memory", {}).get("gamma", 1.0)),
+      memory_prior=float(config.get("memory", {}).get("prior", 1.0)))
+
+
+def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
+                   step: int | None = None, log=print):
+  """A walker run's checkpoint: ``(policy, state, record, step)``.
+
+  ``num_edges``: the graph store's, used when the run kept a memory.
+  """
+  policy = make_policy(config)
+  optimizer = train_lib.make_optimizer(config.train.learning_rate,
+                                       config.train.grad_clip)
+  template = jax.eval_shape(lambda: train_lib.create_train_state(
+      policy, optimizer, config.seed, embed_dim,
+      memory_edges=num_edges if memory_on(config) else 0))
+  ckpt = Checkpointer(Path(workdir) / "checkpoints",
+                      config.train.max_to_keep)
+  restored = ckpt.restore_latest(template, step=step, log=log)
+  ckpt.close()
+  if restored is None:
+    raise FileNotFoundError(f"no checkpoint in {Path(workdir)}/checkpoints:"
+                            " run launch/train.py first")
+  state, record, step = restored
+  # device arrays (the memory is updated with .at[] scatters)
+  return policy, jax.tree.map(jax.numpy.asarray, state), record, step
+
+
+def memory_on(config) -> bool:
+  """The run keeps a shared memory (older configs have no section)."""
+  return bool(config.get("memory", {}).get("enabled", False))
+
+
+def memory_beta(config) -> float:
+  return float(config.memory.beta) if memory_on(config) else 0.0
+
+
+def make_policy(config) -> WalkerPolicy:
+  return WalkerPolicy(hidden=config.walker.hidden,
+                      recurrent=config.walker.recurrent)
+
+
+def p_teacher_at(config, step: int) -> float:
+  """Linear schedule from ``train.p_teacher`` to ``train.p_teacher_final``."""
+  t = config.train
+  frac = min(step / max(t.num_steps, 1), 1.0)
+  return float(t.p_teacher + frac * (t.p_teacher_final - t.p_teacher))
+
+
+def prep_dir_of(config, workdir) -> Path:
+  return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"
+
+
+def save_run_config(config, workdir, stage: str) -> None:
+  """Writes ``<workdir>/config.json`` saying which stage ran (both
+  spellings, ``train.stage`` and ``stage``, hold it)."""
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    config.train.stage = stage
+    if "stage" in config:
+      config.stage = stage
+  (Path(workdir) / "config.json").write_text(config.to_json(indent=1))
+
+
+def question_shards(config) -> tuple[int, range]:
+  """``(S, the shards this process holds)`` of the training split: S is
+  ``batch.shards`` or, when 0, the number of processes."""
+  count = jax.process_count()
+  num = config.batch.get("shards", 0) or count
+  if num % count:
+    raise ConfigError(f"batch.shards={num} cannot be split evenly over "
+                      f"{count} processes")
+  if config.batch.batch_size % num:
+    raise ConfigError(f"batch.batch_size={config.batch.batch_size} is not "
+                      f"divisible by {num} question shards")
+  if num > 1 and config.get("curriculum", {}).get("enabled", False):
+    raise ConfigError(f"curriculum.enabled with {num} question shards: the "
+                      "curriculum ranks every question of the split, so it "
+                      "runs on one unsharded process")
+  t = config.train
+  if num > 1 and t.eval_every and config.eval.split == t.split:
+    raise ConfigError(f"train.eval_every on the training split "
+                      f"({t.split!r}) with {num} question shards: evaluate "
+                      "another split, or the checkpoints afterwards")
+  return num, local_shards(num, jax.process_index(), count)
+
+
+def start_run(config, data_dir, workdir, *, progress: bool, log,
+              stage: str = "walker", shards=None):
+  """What every training run does first: create ``workdir``, save the
+  config there, and load the training split (plus ``eval.split`` when
+  ``train.eval_every`` is set). The training split's dataset leaves out the
+  answer stage's validation slice (``answer.validation_fraction``): the
+  critic is calibrated there, so no part of the stack trains on it.
+  Returns ``(workdir, workspace, eval_split or None)``."""
+  workdir = Path(workdir)
+  primary = jax.process_index() == 0
+  t = config.train
+  eval_split = config.eval.split if t.eval_every else None
+  splits = [t.split] + ([eval_split] if eval_split and eval_split != t.split
+                        else [])
+
+  def load():
+    return load_workspace(config, data_dir, prep_dir_of(config, workdir),
+                          splits, progress=progress and primary,
+                          log=log if primary else (lambda _: None),
+                          shards=shards, hold_out=[t.split])
+  if jax.process_count() == 1:
+    workdir.mkdir(parents=True, exist_ok=True)
+    save_run_config(config, workdir, stage)
+    return workdir, load(), eval_split
+  # several processes: the first prepares and caches, the others then read
+  if primary:
+    workdir.mkdir(parents=True, exist_ok=True)
+    save_run_config(config, workdir, stage)
+    ws = load()
+  multihost_utils.sync_global_devices("racer_jax: data prepared")
+  if not primary:
+    ws = load()
+  return workdir, ws, eval_split
+
+
+def hygrl_config(config):
+  """The static HyGRL settings from an ``ml_collections`` config."""
+  h = config.hygrl
+  return HyGRLConfig(
+      beam=BeamConfig(beam_width=h.beam_width, tau=h.tau,
+                      max_depth=h.max_depth, max_nodes=h.max_nodes,
+                      window=h.window),
+      heuristic_tau=h.heuristic_tau, restart_prob=h.restart_prob,
+      ppr_iters=h.ppr_iters, label_high=h.label_high, label_low=h.label_low,
+      pairs_per_step=h.pairs_per_step, margin=h.margin,
+      margin_weight=h.margin_weight, scst_gamma=h.scst_gamma,
+      # runs saved before these fields: the policy saw the choice signal,
+      # the heuristic did not
+      policy_choice=bool(h.get("policy_choice", True)),
+      heuristic_choice=bool(h.get("heuristic_choice", False)))
+
+
+def make_hygrl_policy(config):
+  return HyGRLPolicy(hidden_sizes=tuple(config.hygrl.hidden_sizes))

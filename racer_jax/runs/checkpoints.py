@@ -1,0 +1,119 @@
+"""Orbax checkpoints of the train state plus a JSON record.
+
+Restoring uses abstract targets built from a freshly initialized state, so
+optax states come back with their own types. If the newest checkpoint cannot
+be read (a crash mid-write, a corrupt file) the previous one is used and
+the fallback is reported; when the resumed run reaches that step again,
+the unreadable copy is moved aside to ``<directory>.corrupt/<step>-<time>``
+(kept for inspection) before the new one is written. If no checkpoint can
+be read at all — more likely a changed config than corruption — restoring
+raises instead of silently starting over.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import orbax.checkpoint as ocp
+
+from racer_jax.errors import CheckpointError
+
+
+def restore_template(create: Callable, *args, **kwargs):
+  """``create(*args, **kwargs)`` -> ``(..., state)`` with the state's arrays
+  as ``jax.ShapeDtypeStruct`` s: the restore target of a run, built by
+  tracing alone (no parameter initialization runs, which for MiniLM takes
+  seconds). The other items (model, optimizer) are returned as built."""
+  rest = []
+
+  def state_only():
+    *others, state = create(*args, **kwargs)
+    rest[:] = others
+    return state
+
+  state = jax.eval_shape(state_only)
+  return (*rest, state)
+
+
+class Checkpointer:
+  """``save(step, state, record)`` / ``restore_latest(template)``."""
+
+  def __init__(self, directory, max_to_keep: int = 3):
+    self.directory = Path(directory).resolve()
+    self.manager = ocp.CheckpointManager(
+        self.directory, options=ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True))
+
+  def save(self, step: int, state, record: dict) -> None:
+    if step in self.manager.all_steps():  # an unreadable leftover
+      self._move_aside(step)
+    self.manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
+    self.manager.wait_until_finished()
+
+  def all_steps(self) -> list[int]:
+    return sorted(self.manager.all_steps())
+
+  def restore(self, step: int, template) -> tuple[Any, dict]:
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+    out = self.manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract),
+        record=ocp.args.JsonRestore()))
+    return out.state, dict(out.record or {})
+
+  def record(self, step: int) -> dict:
+    """The JSON record saved with ``step`` (no arrays restored)."""
+    out = self.manager.restore(step, args=ocp.args.Composite(
+        record=ocp.args.JsonRestore()))
+    return dict(out.record or {})
+
+  def restore_latest(self, template, step: int | None = None,
+                     log: Callable[[str], None] = print
+                     ) -> tuple[Any, dict, int] | None:
+    """Restores ``step`` (or the newest readable checkpoint).
+
+    Returns ``(state, record, step)`` or None when there is no checkpoint.
+    """
+    steps = self.all_steps()
+    if step is not None:
+      if step not in steps:
+        raise FileNotFoundError(f"no checkpoint for step {step} in "
+                                f"{self.directory} (have {steps})")
+      state, record = self.restore(step, template)
+      return state, record, step
+    errors = []
+    for candidate in reversed(steps):
+      try:
+        state, record = self.restore(candidate, template)
+      except Exception as e:  # noqa: BLE001 - any unreadable checkpoint
+        errors.append(f"{candidate}: {type(e).__name__}: {str(e)[:300]}")
+        log(f"checkpoint {candidate} in {self.directory} is unreadable "
+            f"({type(e).__name__}: {str(e)[:200]}); falling back to an "
+            "older one")
+        continue
+      return state, record, candidate
+    if errors:
+      raise CheckpointError(
+          f"none of the {len(steps)} checkpoints in {self.directory} could "
+          "be restored — a changed config (model or memory shapes) is more "
+          "likely than corruption; use a new workdir or the run's own "
+          "config. Errors: " + "; ".join(errors))
+    return None
+
+  def _move_aside(self, step: int) -> Path:
+    """Moves an unreadable step out of the manager's directory."""
+    src = self.directory / str(step)
+    dst = self.directory.with_name(self.directory.name + ".corrupt") / (
+        f"{step}-{time.strftime('%Y%m%d-%H%M%S')}")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.exists():
+      shutil.move(str(src), str(dst))
+    self.manager.reload()
+    return dst
+
+  def close(self) -> None:
+    self.manager.close()

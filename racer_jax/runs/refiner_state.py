@@ -1,0 +1,83 @@
+"""The path refiner's train state and the frozen walker it reads paths from.
+
+Built here (not in the refiner's stage, :mod:`racer_jax.train.refiner_stage`)
+because the GraphAgent and the refiner's evaluation restore the same state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from racer_jax.memory import edge_memory
+from racer_jax.refine import refiner as refiner_lib
+from racer_jax.refine import refiner_update
+from racer_jax.rl import walker_update as train_lib
+from racer_jax.runs import builders, kg_walker_inputs
+
+
+def refiner_config(config, wconfig=None) -> refiner_update.RefinerConfig:
+  """The refiner's static settings; ``wconfig`` (its walker run's config)
+  gives a whole-graph walker's concept caps."""
+  r = config.refiner
+  w = (wconfig or config).walker
+  return refiner_update.RefinerConfig(
+      paths_per_choice=r.paths_per_choice, sample_hops=r.sample_hops,
+      temperature=r.temperature, top_k=r.top_k, loss=r.loss,
+      max_question_concepts=w.get("max_question_concepts", 32),
+      max_choice_concepts=w.get("max_choice_concepts", 8))
+
+
+def walker_graph(wconfig, ws, log=print):
+  """The whole capped graph a ``walker.graph = "kg"`` walker walks, else
+  None (the subgraph walker walks each batch's subgraphs)."""
+  if wconfig.walker.get("graph", "subgraph") != "kg":
+    return None
+  return kg_walker_inputs.whole_graph(wconfig, ws, log)
+
+
+def make_refiner(config) -> refiner_lib.PathRefiner:
+  r = config.refiner
+  return refiner_lib.PathRefiner(hidden=r.hidden, num_heads=r.num_heads,
+                                 mix=r.mix)
+
+
+def create_state(config, embed_dim: int, num_hops: int):
+  """``(refiner, optimizer, fresh TrainState)``."""
+  refiner = make_refiner(config)
+  optimizer = optax.chain(optax.clip_by_global_norm(config.train.grad_clip),
+                          optax.adam(config.refiner.learning_rate))
+  rng = jax.random.PRNGKey(config.seed)
+  params = refiner_lib.init_refiner(refiner, jax.random.fold_in(rng, 0x5eed),
+                                    2, num_hops, embed_dim)
+  state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
+                               step=jnp.zeros((), jnp.int32), rng=rng,
+                               memory=edge_memory.empty(1))  # unused
+  return refiner, optimizer, state
+
+
+def load_walker(walker_workdir, ws, log=print):
+  """The frozen walker: ``(walker config, policy, state, step,
+  edge_quality or None)``."""
+  walker_workdir = Path(walker_workdir)
+  if not (walker_workdir / "config.json").exists():
+    raise FileNotFoundError(
+        f"refiner.walker_workdir={str(walker_workdir)!r} holds no walker "
+        "run (config.json): train the walker first")
+  wconfig = ml_collections.ConfigDict(json.loads(
+      (walker_workdir / "config.json").read_text()))
+  policy, state, _, step = builders.restore_walker(
+      wconfig, walker_workdir, embed_dim=ws.concept_emb.shape[1],
+      num_edges=ws.kg.num_edges, log=log)
+  quality = None
+  if builders.memory_on(wconfig):
+    quality = np.asarray(edge_memory.quality(
+        state.memory, gamma=wconfig.memory.gamma,
+        prior=wconfig.memory.prior))
+  return wconfig, policy, state, step, quality

@@ -1,0 +1,48 @@
+"""Which stage driver trains a config: ``launch/train.py``'s one call.
+
+``method`` picks the walker's family (``racer``: RACER's walker, the
+subgraph or the whole-graph one by ``walker.graph``; ``hygrl``: HyGRL's
+beam-search policy) and ``train.stage`` the stage (``walker``, ``refiner``,
+``answer``). Only the walker trains across several processes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+
+from racer_jax.errors import ConfigError
+from racer_jax.runs.config_checks import check_config
+from racer_jax.train import answer_stage, hygrl_stage, refiner_stage
+from racer_jax.train import walker_stage
+
+METHODS = {"racer": walker_stage.train, "hygrl": hygrl_stage.train}
+STAGES = ("walker", "refiner", "answer")
+
+
+def stage_trainer(config) -> Callable[..., dict]:
+  """``train(config, data_dir, workdir, *, progress)`` of the config's
+  stage; ConfigError for a combination that cannot run."""
+  check_config(config)
+  if config.method not in METHODS:
+    raise ConfigError(f"method={config.method!r}; expected one of "
+                      f"{sorted(METHODS)}")
+  stage = config.train.stage
+  if stage not in STAGES:
+    raise ConfigError(f"train.stage={stage!r}; expected one of "
+                      f"{', '.join(STAGES)}")
+  run = METHODS[config.method]
+  if stage == "refiner":
+    if not config.refiner.walker_workdir:
+      raise ConfigError("--config.train.stage=refiner needs "
+                        "--config.refiner.walker_workdir=<a walker run>")
+    run = refiner_stage.train
+  elif stage == "answer":
+    run = answer_stage.train
+  if jax.process_count() > 1 and run is not walker_stage.train:
+    raise ConfigError(
+        f"method={config.method!r} stage={stage!r} trains in one process; "
+        "multi-process training covers the walker (method=racer, "
+        "stage=walker)")
+  return run

@@ -1,89 +1,75 @@
-r"""Speed and memory benchmarks. Each prints a table, then one JSON line.
+r"""Speed and memory benchmarks (:mod:`racer_jax.bench`). Each prints a
+table, then one JSON line.
 
   python launch/benchmark.py prepare --data_dir=../shared/data
   python launch/benchmark.py rollout [--data_dir=../shared/data]
   python launch/benchmark.py hygrl [--data_dir=../shared/data]
   python launch/benchmark.py kg_rollout --size=cn100k|multihopkg|fullsize
 
-``prepare`` (``launch/bench_prepare.py``): CN-100K ingest, grounding and
-subgraph extraction for all of CommonsenseQA, and a generated graph of
-full-ConceptNet size, against plain-Python references measured in the same
-run. ``rollout`` (``launch/bench_rollout.py``): walker-steps per second of
-the jitted rollout and training update against a plain-Python loop, a NumPy
-loop batched over walkers and eager PyTorch, for 1 ... 4096 walkers.
-``hygrl`` (``launch/bench_hygrl.py``): questions per second of HyGRL's
-jitted greedy beam search against its plain-Python reference, and of one
-jitted RL update (SCST + margin ranking). ``kg_rollout``
-(``launch/bench_kg_rollout.py``): the whole-graph walker's walker-steps per
-second in inference and training, against NumPy and eager-PyTorch walks
-batched per hop, on CN-100K, a MultiHopKG-style graph or a full-size one.
+``prepare``: CN-100K ingest, grounding and subgraph extraction for all of
+CommonsenseQA, and a generated graph of full-ConceptNet size, against
+plain-Python references measured in the same run. ``rollout``: walker-steps
+per second of the jitted rollout and training update against a plain-Python
+loop, a NumPy loop batched over walkers and eager PyTorch, for 1 ... 4096
+walkers. ``hygrl``: questions per second of HyGRL's jitted greedy beam
+search against its plain-Python reference, and of one jitted RL update.
+``kg_rollout``: the whole-graph walker's walker-steps per second in
+inference and training, against NumPy and eager-PyTorch walks batched per
+hop. A flag of another benchmark is refused.
 """
 
 import json
-import os
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_hygrl  # noqa: E402  (defines its flags)
-import bench_kg_rollout  # noqa: E402  (defines its flags)
-import bench_prepare  # noqa: E402  (defines its flags)
-import bench_rollout  # noqa: E402  (defines its flags)
-from racer_jax.data import datasets  # noqa: E402
+from racer_jax import entry_point
+from racer_jax.bench import (hygrl_bench, kg_rollout_bench, prepare_bench,
+                             rollout_bench, timing)
+from racer_jax.data import datasets
 
 _DATA_DIR = flags.DEFINE_string("data_dir", None,
                                 "Data directory (default: $RACER_DATA_DIR).")
+_PREP_DIR = flags.DEFINE_string("prep_dir", None, "rollout, hygrl: "
+                                "prepared-data cache (default: a temporary "
+                                "folder).")
+OPTIONS = {"prepare": prepare_bench.PrepareOptions,
+           "rollout": rollout_bench.RolloutOptions,
+           "hygrl": hygrl_bench.HygrlOptions,
+           "kg_rollout": kg_rollout_bench.KgRolloutOptions}
+_READ = {kind: entry_point.define_flags(cls) for kind, cls in OPTIONS.items()}
 
 
-def main(argv):
-  kinds = ("prepare", "rollout", "hygrl", "kg_rollout")
-  if len(argv) != 2 or argv[1] not in kinds:
-    raise app.UsageError(f"usage: benchmark.py {'|'.join(kinds)} [--flags]")
+def main(kind):
+  for other, cls in OPTIONS.items():
+    if other != kind and entry_point.set_flags(cls):
+      entry_point.fail(f"--{entry_point.set_flags(cls)[0]} is a flag of the "
+                       f"{other} benchmark, not of {kind}")
+  if _PREP_DIR.present and kind not in ("rollout", "hygrl"):
+    entry_point.fail(f"--prep_dir does not apply to the {kind} benchmark")
+  options = _READ[kind]()
   data_dir = datasets.resolve_data_dir(_DATA_DIR.value)
-  if argv[1] == "kg_rollout":
-    figures = bench_kg_rollout.bench_kg_rollout(
-        data_dir if data_dir and data_dir.is_dir() else None)
-    print(json.dumps(_rounded(figures)))
-    return
-  if argv[1] == "hygrl":  # --prep_dir is the rollout benchmark's flag
-    with tempfile.TemporaryDirectory() as work_dir:
-      figures = bench_hygrl.bench_hygrl(
-          data_dir if data_dir and data_dir.is_dir() else None,
-          bench_rollout._PREP_DIR.value or work_dir)
-    print(json.dumps(_rounded(figures)))
-    return
-  if argv[1] == "rollout":
-    with tempfile.TemporaryDirectory() as work_dir:
-      figures = bench_rollout.bench_rollout(
-          data_dir if data_dir and data_dir.is_dir() else None,
-          bench_rollout._PREP_DIR.value or work_dir)
-    print(json.dumps(_rounded(figures)))
-    return
-  if data_dir is None or not data_dir.is_dir():
-    raise app.UsageError("the prepare benchmark needs --data_dir (or "
-                         "RACER_DATA_DIR) with conceptnet/cn100k and csqa/")
+  data_dir = data_dir if data_dir and data_dir.is_dir() else None
   with tempfile.TemporaryDirectory() as work_dir:
-    figures = bench_prepare.bench_prepare(data_dir, work_dir)
-  width = max(map(len, figures))
-  for key, value in figures.items():
-    shown = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
-    print(f"{key:<{width}}  {shown}")
-  print(json.dumps(_rounded(figures)))
-
-
-def _rounded(tree):
-  if isinstance(tree, dict):
-    return {k: _rounded(v) for k, v in tree.items()}
-  if isinstance(tree, list):
-    return [_rounded(v) for v in tree]
-  if isinstance(tree, float):  # 4 decimals, 4 significant digits below 1
-    return round(tree, 4) if abs(tree) >= 1 else float(f"{tree:.4g}")
-  return tree
+    if kind == "kg_rollout":
+      figures = kg_rollout_bench.bench_kg_rollout(data_dir, options)
+    elif kind == "hygrl":
+      figures = hygrl_bench.bench_hygrl(data_dir, _PREP_DIR.value or work_dir,
+                                        options)
+    elif kind == "rollout":
+      figures = rollout_bench.bench_rollout(
+          data_dir, _PREP_DIR.value or work_dir, options)
+    else:
+      if data_dir is None:
+        entry_point.fail("the prepare benchmark needs --data_dir (or "
+                         "RACER_DATA_DIR) with conceptnet/cn100k and csqa/")
+      figures = prepare_bench.bench_prepare(data_dir, work_dir, options)
+      width = max(map(len, figures))
+      for key, value in figures.items():
+        shown = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
+        print(f"{key:<{width}}  {shown}")
+  print(json.dumps(timing.rounded(figures)))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry_point.run(main, commands=tuple(OPTIONS))

@@ -17,14 +17,11 @@ accuracies (``accuracy_a_runs``, ``accuracy_b_runs``).
 """
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-from racer_jax.eval import paired  # noqa: E402
+from racer_jax import entry_point
+from racer_jax.eval import paired
 
 _A = flags.DEFINE_list("a", None, "Predictions of the reference run (or "
                        "runs: seeds of one setting).", required=True)
@@ -34,8 +31,7 @@ _SEED = flags.DEFINE_integer("seed", 0, "Bootstrap seed.")
 _RESAMPLES = flags.DEFINE_integer("resamples", 10_000, "Bootstrap resamples.")
 
 
-def main(argv):
-  del argv
+def main():
   files = _A.value + _B.value
   loaded = [paired.load_correct(f) for f in files]
   rows = [paired.align(loaded[0], x, files[0], f)[1]
@@ -65,4 +61,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry_point.run(main)

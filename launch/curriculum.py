@@ -14,12 +14,13 @@ one JSON object. Finished runs are reused (re-running resumes).
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags, logging
+from ml_collections import config_flags
 
-from absl import app, flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from racer_jax import entry_point
+from racer_jax.eval import learning_curves
+from racer_jax.train import walker_stage
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
@@ -36,12 +37,8 @@ _TARGET = flags.DEFINE_float("target", None, "Hit rate to reach (default: "
 _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
 
 
-def main(argv):
-  del argv
+def main():
   logging.set_verbosity(logging.WARNING)
-  from racer_jax.driver import train_walker
-  from racer_jax.eval import learning_curves
-
   root = os.path.abspath(_WORKDIR.value)
   runs = []
   for seed in map(int, _SEEDS.value):
@@ -55,7 +52,7 @@ def main(argv):
           config.prep_dir = os.path.join(root, "prep")
       workdir = os.path.join(root, f"{label}_seed{seed}")
       print(f"=== {label}, seed {seed} -> {workdir}", flush=True)
-      train_walker.train(config, _DATA_DIR.value, workdir,
+      walker_stage.train(config, _DATA_DIR.value, workdir,
                          progress=_PROGRESS.value)
       runs.append((label, workdir))
   result = learning_curves.write_comparison(runs, root, target=_TARGET.value)
@@ -64,4 +61,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry_point.run(main)

@@ -11,14 +11,13 @@ figures (``questions``, ``question_grounded_fraction``,
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
+from ml_collections import config_flags
 
-from absl import app, flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-from racer_jax.data import prepare as prepare_lib  # noqa: E402
+from racer_jax import entry_point
+from racer_jax.runs.config_checks import check_config
+from racer_jax.data import prepare as prepare_lib
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
@@ -54,9 +53,9 @@ def _print_report(report: dict) -> None:
           f"; flags {s['flags']}; gold reachable within hops {reach}")
 
 
-def main(argv):
-  del argv
+def main():
   config = _CONFIG.value
+  check_config(config)
   if _ON_BAD_LINE.value:
     config.data.on_bad_line = _ON_BAD_LINE.value
   report = prepare_lib.prepare(config, _DATA_DIR.value, _OUT_DIR.value,
@@ -71,4 +70,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry_point.run(main)

@@ -1,5 +1,5 @@
 r"""A model soup: one answer model whose weights are the mean of several
-answer runs' weights (``racer_jax/driver/model_soup.py``).
+answer runs' weights (``racer_jax/train/model_soup.py``).
 
   python launch/soup.py \
       --workdirs=runs/csqa_triples_s3,runs/csqa_triples_s4 \
@@ -15,11 +15,13 @@ the last line is one JSON object: ``ingredients``, ``accuracy`` (the soup),
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import ml_collections
+from absl import flags, logging
 
-from absl import app, flags, logging  # noqa: E402
+from racer_jax import entry_point
+from racer_jax.eval import answer_eval
+from racer_jax.train import model_soup
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Answer runs to average "
                               "(at least two).", required=True)
@@ -33,12 +35,7 @@ _SPLIT = flags.DEFINE_string("split", None, "Split to evaluate (default: "
                              "the run's eval.split).")
 
 
-def main(argv):
-  del argv
-  import ml_collections
-
-  from racer_jax.driver import model_soup
-  from racer_jax.eval import answer_eval
+def main():
   soup = model_soup.make_soup(_WORKDIRS.value, _OUT.value,
                               log=logging.info)
   figures = dict(soup)
@@ -65,4 +62,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry_point.run(main)

@@ -22,17 +22,13 @@ Prepares the data if needed (cached under ``<workdir>/prep`` or
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags, logging
+from ml_collections import config_flags
 
-from absl import app, flags, logging  # noqa: E402
-import jax  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-from racer_jax.driver import train_answer, train_hygrl  # noqa: E402
-from racer_jax.driver import train_refiner  # noqa: E402
-from racer_jax.driver import train_walker  # noqa: E402
+from racer_jax import entry_point
+from racer_jax.runs import distributed
+from racer_jax.train import run_stage
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
@@ -59,42 +55,18 @@ _HEARTBEAT = flags.DEFINE_integer(
     "silent this long.")
 
 
-def main(argv):
-  del argv
+def main():
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  from racer_jax.driver import distributed
   distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
                          _PROCESS_ID.value, auto=_AUTO.value,
                          heartbeat_timeout_s=_HEARTBEAT.value)
-  config = _CONFIG.value
-  from racer_jax.driver.check_config import check_config
-  check_config(config)
-  runs = {"racer": train_walker.train, "hygrl": train_hygrl.train}
-  if config.method not in runs:
-    raise app.UsageError(f"method={config.method!r}; expected one of "
-                         f"{sorted(runs)}")
-  run = runs[config.method]
-  if config.train.stage == "refiner":
-    if not config.refiner.walker_workdir:
-      raise app.UsageError("--config.train.stage=refiner needs "
-                           "--config.refiner.walker_workdir=<a walker run>")
-    run = train_refiner.train
-  elif config.train.stage == "answer":
-    run = train_answer.train
-  elif config.train.stage != "walker":
-    raise app.UsageError(f"train.stage={config.train.stage!r}; expected "
-                         "walker, refiner or answer")
-  if jax.process_count() > 1 and run is not train_walker.train:
-    raise app.UsageError(
-        f"method={config.method!r} stage={config.train.stage!r} trains in "
-        "one process; multi-process training covers the walker "
-        "(method=racer, stage=walker)")
-  metrics = run(config, _DATA_DIR.value, _WORKDIR.value,
-                progress=_PROGRESS.value)
+  train = run_stage.stage_trainer(_CONFIG.value)
+  metrics = train(_CONFIG.value, _DATA_DIR.value, _WORKDIR.value,
+                  progress=_PROGRESS.value)
   if distributed.is_primary():
     print(json.dumps({"workdir": _WORKDIR.value, **metrics},
                      sort_keys=True))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry_point.run(main)

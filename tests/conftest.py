@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-import racer_jax  # noqa: F401  (installs the jraph shim first)
+# The trained demo runs (walker, refiner, answer models) that tests in
+# several folders share, each trained once per session.
+pytest_plugins = ["tests.trained_runs"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,6 +69,7 @@ def random_triples(seed: int, num_concepts: int = 60, num_triples: int = 150):
   """Random merged-relation triples (self-loops and duplicates included)
   and the rng that made them."""
   import numpy as np
+
   from racer_jax.kg import ingest, relations
   rng = np.random.default_rng(seed)
   t = ingest.Triples(

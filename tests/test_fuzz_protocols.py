@@ -9,16 +9,22 @@ import os
 
 import pytest
 from absl import flags
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ml_collections import config_flags
 
 from racer_jax.agents import answer as answer_lib
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import llm
-from racer_jax.agents.tools import (FUNCTIONS, GraphTools, ProtocolError,
-                                    ToolError, parse_step)
-from racer_jax.driver.check_config import check_config
+from racer_jax.agents.tools import (
+  FUNCTIONS,
+  GraphTools,
+  ProtocolError,
+  ToolError,
+  parse_step,
+)
 from racer_jax.errors import ConfigError
+from racer_jax.runs.config_checks import check_config
 from tests.conftest import REPO
 
 EXAMPLES = 300
@@ -47,9 +53,10 @@ def test_protocol_parser_returns_a_step_or_protocol_error(text):
 
 @pytest.fixture(scope="module")
 def demo_tools():
-  from configs import test as test_config
-  from racer_jax.driver.inputs import load_workspace, make_encoder
   import tempfile
+
+  from configs import test as test_config
+  from racer_jax.runs.workspace import load_workspace, make_encoder
   config = test_config.get_config()
   ws = load_workspace(config, None, tempfile.mkdtemp(), [], progress=False,
                       log=lambda _: None)

@@ -1,4 +1,5 @@
-"""racer_jax.xla_cpu: when importing racer_jax asks XLA for 512-bit vectors."""
+"""racer_jax.xla_cpu: when an entry point asks XLA for 512-bit vectors (and
+that importing racer_jax never does)."""
 
 import os
 import subprocess
@@ -38,16 +39,41 @@ def test_reads_cpu_flags(tmp_path):
   assert xla_cpu.cpu_flags(str(tmp_path / "missing")) == set()
 
 
-def test_importing_racer_jax_sets_xla_flags_before_jax_starts():
+def _run(code: str, env: dict) -> list[str]:
+  return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                        text=True, check=True, cwd=REPO, env=env
+                        ).stdout.split("\n")
+
+
+def _clean_env(**extra) -> dict:
   env = {k: v for k, v in os.environ.items()
          if k not in ("XLA_FLAGS", "RACER_XLA_CPU_DEFAULTS")}
-  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
-  code = ("import os, racer_jax, jax; print(os.environ['XLA_FLAGS']); "
-          "print(jax.device_count())")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, check=True, cwd=REPO, env=env).stdout
-  flags, devices = out.split("\n")[:2]
-  assert devices == "3"  # the user's flags still reach XLA
+  return {**env, **extra}
+
+
+def test_importing_racer_jax_changes_nothing():
+  """Every module of the package imports without touching XLA_FLAGS."""
+  code = ("import importlib, os, pkgutil, racer_jax\n"
+          "for m in pkgutil.walk_packages(racer_jax.__path__, 'racer_jax.'):\n"
+          "  importlib.import_module(m.name)\n"
+          "print(os.environ.get('XLA_FLAGS'))")
+  assert _run(code, _clean_env())[0] == "None"
+  mine = "--xla_force_host_platform_device_count=2"
+  assert _run(code, _clean_env(XLA_FLAGS=mine))[0] == mine
+
+
+def test_entry_points_apply_the_defaults_before_jax_starts():
+  """entry_point.run applies them before main runs; the user's flags still
+  reach XLA."""
+  code = ("import os, sys, jax\n"
+          "from racer_jax import entry_point\n"
+          "def main():\n"
+          "  print(os.environ['XLA_FLAGS']); print(jax.device_count())\n"
+          "sys.argv = ['prog']\n"
+          "entry_point.run(main)")
+  env = _clean_env(XLA_FLAGS="--xla_force_host_platform_device_count=3")
+  flags, devices = _run(code, env)[:2]
+  assert devices == "3"
   expect = "--xla_force_host_platform_device_count=3"
   if "avx512f" in xla_cpu.cpu_flags():
     expect += " --xla_cpu_prefer_vector_width=512"

@@ -12,10 +12,14 @@ import ml_collections
 import numpy as np
 import pytest
 
-from racer_jax.agents.answer import (AnswerRequest, EnsembleAnswerer,
-                                     LocalAnswerer, knowledge_setup)
+from racer_jax.agents.answer import (
+  AnswerRequest,
+  EnsembleAnswerer,
+  LocalAnswerer,
+  knowledge_setup,
+)
 from racer_jax.eval import agents_eval
-from tests.agents.conftest import QUIET
+from tests.trained_runs import QUIET
 
 
 def _member(name, probs, **answer):

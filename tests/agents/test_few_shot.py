@@ -13,9 +13,9 @@ import pytest
 
 from racer_jax.agents import answer as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import few_shot, llm
+from racer_jax.agents import few_shot
 from racer_jax.errors import ConfigError
-from tests.agents.conftest import QUIET
+from tests.trained_runs import QUIET
 from tests.agents.stub_gemini import StubGemini, prompt_text
 
 

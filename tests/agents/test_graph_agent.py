@@ -7,11 +7,12 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents import knowledge
+from racer_jax.agents import answer_inputs
 from racer_jax.agents.graph_agent import GraphAgent, choice_evidence
+from racer_jax.answer import knowledge_text
 from racer_jax.errors import DataError
 from racer_jax.memory import edge_memory
-from tests.agents.conftest import QUIET
+from tests.trained_runs import QUIET
 
 
 @pytest.fixture(scope="module")
@@ -115,17 +116,17 @@ def test_rejection_and_success_counts_land_on_the_paths_edges(agent,
 
 def test_knowledge_files_roundtrip_and_check_ids(retrieval_runs, tmp_path):
   _, _, refiner_dir = retrieval_runs
-  got = knowledge.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
+  got = answer_inputs.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
                                    batch_size=4, seed=0, **QUIET)
-  path = knowledge.knowledge_file(refiner_dir, "dev", 2)
+  path = knowledge_text.knowledge_file(refiner_dir, "dev", 2)
   lines = path.read_text().splitlines()
   assert len(lines) == len(got["dev"])
   assert any(p for q in got["dev"] for c in q for p in c)
-  texts = knowledge.choice_texts(got["dev"], 3)
+  texts = knowledge_text.choice_texts(got["dev"], 3)
   assert all(len(t.split(". ")) <= 3 for q in texts for t in q if t)
   # A second call reads the file instead of retrieving again.
   stamp = path.stat().st_mtime_ns
-  again = knowledge.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
+  again = answer_inputs.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
                                      batch_size=4, seed=0, **QUIET)
   assert path.stat().st_mtime_ns == stamp
   assert [[[p.to_dict() for p in c] for c in q] for q in again["dev"]] == [
@@ -137,11 +138,11 @@ def test_knowledge_files_roundtrip_and_check_ids(retrieval_runs, tmp_path):
   bad.write_text("\n".join([lines[0], json.dumps(record)] + lines[2:]) + "\n")
   examples = [type("E", (), {"id": json.loads(x)["id"]}) for x in lines]
   with pytest.raises(DataError, match=r"bad.jsonl:2: field 'id'"):
-    knowledge.load_split(bad, examples)
+    knowledge_text.load_split(bad, examples)
   with pytest.raises(DataError, match="records for"):
-    knowledge.load_split(bad, examples[:-1])
+    knowledge_text.load_split(bad, examples[:-1])
   # The walker's evidence is kept per choice beside the paths.
-  evidence = knowledge.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
+  evidence = answer_inputs.ensure_knowledge(refiner_dir, None, ["dev"], keep=2,
                                         batch_size=4, seed=0, evidence=True,
                                         **QUIET)["dev"]
   assert [len(e) for e in evidence] == [len(q) for q in got["dev"]]
@@ -155,7 +156,7 @@ def test_knowledge_files_roundtrip_and_check_ids(retrieval_runs, tmp_path):
   old = tmp_path / "old.jsonl"
   old.write_text("\n".join(json.dumps({k: v for k, v in json.loads(
       x).items() if k != "evidence"}) for x in lines) + "\n")
-  assert knowledge.load_split(old, examples)  # its paths still read
+  assert knowledge_text.load_split(old, examples)  # its paths still read
   with pytest.raises(DataError, match=r"old.jsonl:1: field 'evidence'.*"
                      "delete it to rebuild"):
-    knowledge.load_evidence(old, examples)
+    knowledge_text.load_evidence(old, examples)

@@ -10,14 +10,14 @@ import jax
 import numpy as np
 import pytest
 
-from configs import test as test_config
 from racer_jax.agents import llm
 from racer_jax.agents.hygrl_mentors import LLMJudgements
-from racer_jax.driver import common, train_hygrl
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.rl import hygrl
-from tests.agents.conftest import QUIET
+from racer_jax.rl import hygrl, hygrl_update
+from racer_jax.runs import builders, hygrl_state
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.train import hygrl_stage
 from tests.agents.stub_gemini import StubGemini
+from tests.trained_runs import QUIET
 
 
 def responder(log):
@@ -36,17 +36,17 @@ def test_proposal_matches_the_update(retrieval_runs, demo_workspace):
   config, _, _ = retrieval_runs
   config = config.copy_and_resolve_references()
   config.method = "hygrl"
-  policy, _, state = train_hygrl.create_state(
+  policy, _, state = hygrl_state.create_state(
       config, demo_workspace.concept_emb.shape[1])
-  cfg = common.hygrl_config(config)
+  cfg = builders.hygrl_config(config)
   batch = demo_workspace.splits["train"].dataset.batch_for_step(0, 0, 4)
   theta = np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)
-  proposal = jax.device_get(hygrl.make_rl_proposal(policy, cfg)(
+  proposal = jax.device_get(hygrl_update.make_rl_proposal(policy, cfg)(
       state, batch, demo_workspace.concept_emb, theta))
   x = hygrl.hygrl_inputs(batch, demo_workspace.concept_emb, cfg)
   rng = jax.random.fold_in(state.rng, state.step)
-  plain = hygrl.rl_loss(state.params, policy, x, theta, rng, cfg)
-  replayed = hygrl.rl_loss(state.params, policy, x, theta, rng, cfg, {
+  plain = hygrl_update.rl_loss(state.params, policy, x, theta, rng, cfg)
+  replayed = hygrl_update.rl_loss(state.params, policy, x, theta, rng, cfg, {
       "pref": proposal["offline_pref"],
       "reward_sample": proposal["offline_reward_sample"],
       "reward_greedy": proposal["offline_reward_greedy"]})
@@ -73,7 +73,7 @@ def test_llm_mentor_and_judge_in_training(retrieval_runs, demo_workspace,
     import os
     os.environ["GEMINI_API_KEY"] = "sentinel-training-key"
     try:
-      last = train_hygrl.train(config, None, tmp_path / "run", **QUIET)
+      last = hygrl_stage.train(config, None, tmp_path / "run", **QUIET)
     finally:
       del os.environ["GEMINI_API_KEY"]
   assert calls.count("mentor") > 0 and calls.count("judge") > 0
@@ -93,12 +93,12 @@ def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
                                                       demo_workspace):
   config, _, _ = retrieval_runs
   config = config.copy_and_resolve_references()
-  policy, _, state = train_hygrl.create_state(
+  policy, _, state = hygrl_state.create_state(
       config, demo_workspace.concept_emb.shape[1])
-  cfg = common.hygrl_config(config)
+  cfg = builders.hygrl_config(config)
   data = demo_workspace.splits["train"]
   batch = data.dataset.batch_for_step(0, 0, 4)
-  proposal = jax.device_get(hygrl.make_rl_proposal(policy, cfg)(
+  proposal = jax.device_get(hygrl_update.make_rl_proposal(policy, cfg)(
       state, batch, demo_workspace.concept_emb,
       np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)))
   with StubGemini(lambda req: "{broken") as stub:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from racer_jax.agents import llm
-from racer_jax.agents.cache import ResponseCache, cache_key
+from racer_jax.agents.llm_cache import ResponseCache, cache_key
 from tests.agents.stub_gemini import StubGemini, prompt_text, reply_body
 
 KEY = "sentinel-key-0123456789"

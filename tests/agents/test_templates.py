@@ -2,7 +2,6 @@
 their forward reading, chains, knowledge text, and the optional LLM
 rewrite through the Gemini backend against the stub server."""
 
-import json
 
 import pytest
 
@@ -67,8 +66,8 @@ def test_llm_rewrite_and_its_fallback():
 
 
 def test_knowledge_texts_can_keep_only_paths_that_reach_the_choice():
-  from racer_jax.agents.graph_agent import RetrievedPath
-  from racer_jax.agents.knowledge import choice_texts
+  from racer_jax.answer.knowledge_text import choice_texts
+  from racer_jax.answer.path_text import RetrievedPath
   reached = RetrievedPath([Triple("ice", "atlocation", "freezer")], 1.0,
                           True, True)
   wandered = RetrievedPath([Triple("ice", "isa", "water")], 2.0, False, True)
@@ -130,7 +129,7 @@ def test_llm_templates_keep_the_verified_chain_as_evidence(tmp_path):
 
   import numpy as np
 
-  from racer_jax.agents.cache import ResponseCache
+  from racer_jax.agents.llm_cache import ResponseCache
   path = types.SimpleNamespace(triples=[Triple("bird", "capableof", "fly", 0),
                                         Triple("fly", "_usedfor", "wing", 1)])
   other = types.SimpleNamespace(triples=[Triple("bird", "atlocation",

@@ -2,7 +2,6 @@
 parser on valid and broken transcripts, and the explorer loop driven by the
 Gemini client against the stub server."""
 
-import json
 import re
 
 import numpy as np

@@ -74,14 +74,14 @@ def test_sampler_goes_from_easy_to_uniform(make_random_graph):
 @pytest.mark.slow  # ~25 s: a short training run with evaluations
 def test_walker_training_with_curriculum_logs_competence(tmp_path):
   from configs import test as test_config
-  from racer_jax.driver import train_walker
   from racer_jax.eval import learning_curves
+  from racer_jax.train import walker_stage
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
   config.curriculum.enabled = True
   config.train.eval_every = 10
   quiet = dict(progress=False, log=lambda _: None)
-  last = train_walker.train(config, None, tmp_path / "run", **quiet)
+  last = walker_stage.train(config, None, tmp_path / "run", **quiet)
   assert 0.2 <= last["curriculum_competence"] <= 1.0
   curve = learning_curves.eval_curve(tmp_path / "run")
   assert [s for s, _ in curve] == [10, 20]

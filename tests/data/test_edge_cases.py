@@ -8,7 +8,7 @@ dropped silently.
 | choice with no concept | kept; flag ``choice_without_concept``; the walker has no target for it |
 | empty subgraph (nothing grounds) | kept; padded like any other; every figure counts it as a miss |
 | gold answer not reachable | kept; ``oracle_hit_rate`` excludes it from the reachable subset |
-| duplicate id | kept (both); counted in ``load.duplicate_ids`` |
+| duplicate id | a bad line: an error naming both lines, or with ``on_bad_line=skip`` skipped and counted in ``load.duplicate_ids`` |
 | non-English text | kept; grounds what it can (here nothing) |
 | very long text (5,000 words) | kept; grounding and extraction stay within the subgraph budgets |
 """
@@ -20,8 +20,8 @@ import pytest
 from configs import test as test_config
 from racer_jax.data import prepare
 from racer_jax.data.datasets import DEMO_DIR
-from racer_jax.driver import train_walker
 from racer_jax.eval import walker_eval
+from racer_jax.train import walker_stage
 
 QUIET = dict(progress=False, log=lambda _: None)
 
@@ -59,27 +59,28 @@ def test_awkward_questions_have_documented_outcomes(tmp_path):
                        "dev": str(DEMO_DIR / "dev.jsonl"),
                        "edge": str(path)}
   config.data.splits = ("train", "edge")
+  config.data.on_bad_line = "skip"  # the repeated "ok" is skipped, counted
   config.prep_dir = str(tmp_path / "prep")
   report = prepare.prepare(config, None, config.prep_dir, **QUIET)
   edge = report["splits"]["edge"]
-  assert edge["questions"] == 7  # nothing dropped
-  assert edge["load"]["duplicate_ids"] == 1
+  assert edge["questions"] == 6  # only the repeated id left out, counted
+  assert edge["load"]["duplicate_ids"] == 1 and edge["load"]["skipped"] == 1
   flags = edge["flags"]
   assert flags["no_question_concept"] >= 3  # ungrounded, nothing, chinese
   assert flags["choice_without_concept"] >= 1 + 5 + 5  # no-choice, ...
   assert edge["subgraph_nodes"]["max"] <= config.subgraph.max_nodes
 
   config.data.splits = ("train",)
-  train_walker.train(config, None, tmp_path / "walker", **QUIET)
+  walker_stage.train(config, None, tmp_path / "walker", **QUIET)
   figures = walker_eval.evaluate(config, None, tmp_path / "walker",
                                  split="edge", **QUIET)
-  assert figures["questions"] == 7
+  assert figures["questions"] == 6
   rows_out = [json.loads(x) for x in (tmp_path / "walker" / "eval").glob(
       "edge_step*.jsonl").__next__().read_text().splitlines()]
   by_id = {}
   for r in rows_out:
     by_id.setdefault(r["id"], []).append(r)
-  assert len(by_id["ok"]) == 2
+  assert len(by_id["ok"]) == 1
   for qid in ("ungrounded", "nothing", "chinese"):
     r, = by_id[qid]
     assert not any(r["reached"]) and not any(r["oracle"]), qid

@@ -9,7 +9,7 @@ import pytest
 
 from configs import demo as demo_config
 from configs import test as test_config
-from racer_jax.data import cache, prepare
+from racer_jax.data import prepare, subgraph_cache
 from racer_jax.errors import ConfigError, DataError
 from racer_jax.kg import store
 from racer_jax.kg.subgraph import SubgraphExtractor
@@ -30,7 +30,7 @@ def test_prepare_demo_writes_cache_and_reuses_it(tmp_path):
   for split in ("train", "dev"):
     assert report["splits"][split]["load"]["skipped"] == 0
   kg = store.KnowledgeGraph.load(tmp_path / "kg.npz")
-  cached = cache.load_subgraphs(tmp_path / "dev.subgraphs.npz")
+  cached = subgraph_cache.load_subgraphs(tmp_path / "dev.subgraphs.npz")
   grounded = [json.loads(l) for l in open(tmp_path / "dev.grounded.jsonl")]
   assert len(cached) == len(grounded) == 12
   # The cache holds exactly what a fresh extraction gives.

@@ -62,10 +62,28 @@ def test_unanswerable_kept_and_counted(tmp_path):
   empty = {"id": "e", "question": {"stem": "Why?", "choices": []}}
   unlabeled = {"id": "u", "question": GOOD["question"]}
   examples, report = qa.load_jsonl(
-      _write(tmp_path, [empty, unlabeled, unlabeled, ""]))
+      _write(tmp_path, [empty, unlabeled, unlabeled | {"id": "v"}, ""]))
   assert examples[0].choices == () and examples[1].answer_index is None
-  assert report.unlabeled == 3 and report.duplicate_ids == 1
+  assert report.unlabeled == 3 and report.duplicate_ids == 0
   assert report.blank == 1 and report.loaded == 3
+
+
+def test_repeated_id_empty_label_and_empty_file_are_refused(tmp_path):
+  path = _write(tmp_path, [GOOD, GOOD])
+  with pytest.raises(DataError, match=r"repeats the question of .*:1") as err:
+    qa.load_jsonl(path)
+  assert err.value.line == 2 and err.value.field == "id"
+  examples, report = qa.load_jsonl(path, on_bad_line="skip")
+  assert len(examples) == 1 and report.duplicate_ids == report.skipped == 1
+  unlabeled_choice = json.loads(json.dumps(GOOD))
+  unlabeled_choice["question"]["choices"][1]["label"] = " "
+  with pytest.raises(DataError, match="empty") as err:
+    qa.load_jsonl(_write(tmp_path, [unlabeled_choice]))
+  assert err.value.field == "choices[1].label"
+  empty = tmp_path / "empty.jsonl"
+  empty.write_text("\n")
+  with pytest.raises(DataError, match="holds no questions"):
+    qa.load_jsonl(empty)
 
 
 def test_bad_utf8(tmp_path):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
-from racer_jax.data import cache, sharded
-from racer_jax.driver import common
-from racer_jax.driver.inputs import load_workspace
+from racer_jax.data import sharded, subgraph_cache
+from racer_jax.runs import builders
+from racer_jax.runs.workspace import load_workspace
 
 QUIET = dict(progress=False, log=lambda _: None)
 BATCH = 8
@@ -33,14 +33,14 @@ def test_a_selected_read_equals_the_full_read(prepared):
   path = prep / "train.subgraphs.npz"
   pick = [7, 0, len(whole.subgraphs) - 1]
   for want, got in zip([whole.subgraphs[i] for i in pick],
-                       cache.load_subgraphs(path, select=pick)):
+                       subgraph_cache.load_subgraphs(path, select=pick)):
     for field in ("nodes", "is_question", "choice_mask", "senders",
                   "receivers", "relation", "edge_id", "weight", "neighbors",
                   "hop"):
       a, b = getattr(want, field), getattr(got, field)
       assert a.dtype == b.dtype and np.array_equal(a, b), field
     assert want.stats == got.stats
-  nodes, edges = cache.subgraph_sizes(path)
+  nodes, edges = subgraph_cache.subgraph_sizes(path)
   assert [s.num_nodes for s in whole.subgraphs] == nodes.tolist()
   assert [s.num_edges for s in whole.subgraphs] == edges.tolist()
 
@@ -103,8 +103,8 @@ def test_wrong_rows_and_uneven_shards_are_refused(prepared):
 
 
 def test_impossible_shard_settings_name_the_key():
-  from racer_jax.driver.check_config import check_config
   from racer_jax.errors import ConfigError
+  from racer_jax.runs.config_checks import check_config
   config = test_config.get_config()
   config.batch.batch_size, config.batch.shards = 8, 3
   with pytest.raises(ConfigError, match="batch.shards=3"):
@@ -113,4 +113,4 @@ def test_impossible_shard_settings_name_the_key():
   config.curriculum.enabled = True
   check_config(config)  # each value is possible; the pair is not:
   with pytest.raises(ConfigError, match="curriculum.enabled"):
-    common.question_shards(config)
+    builders.question_shards(config)

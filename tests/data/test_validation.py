@@ -59,7 +59,7 @@ def test_the_retrieval_stack_never_trains_on_the_validation_slice(tmp_path):
   """Walker, refiner and HyGRL load their training split with the slice
   held out (``start_run``), sharded or not; the examples stay whole."""
   from configs import test as test_config
-  from racer_jax.driver.inputs import load_workspace
+  from racer_jax.runs.workspace import load_workspace
   config = test_config.get_config()
   quiet = dict(progress=False, log=lambda _: None)
   whole = load_workspace(config, None, tmp_path, ["train"], **quiet)

@@ -8,11 +8,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from racer_jax.bench import python_walker
 from racer_jax.data import batch as batch_lib
 from racer_jax.graph import pruning, teacher
 from racer_jax.graph.teacher import UNREACHABLE
 from racer_jax.kg.subgraph import SubgraphExtractor
-from racer_jax.rl import reference
 from tests.conftest import random_graph
 
 N, E, D = 24, 64, 5  # node / edge budgets, action slots per node
@@ -91,7 +91,7 @@ def test_bfs_matches_networkx_and_reference(graphs):
   for i, g in enumerate(_rows(graphs)):
     expect = networkx_distance(**g)
     np.testing.assert_array_equal(dist[i], expect, err_msg=f"graph {i}")
-    np.testing.assert_array_equal(reference.bfs_distance(**g), expect)
+    np.testing.assert_array_equal(python_walker.bfs_distance(**g), expect)
     assert np.all(dist[i][~g["node_mask"]] == UNREACHABLE)
   # The cases the fixture promises actually occur.
   real = graphs["node_mask"]
@@ -145,7 +145,7 @@ def test_teacher_matches_reference_rule(graphs):
   edge, mask, score = (np.stack(x) for x in zip(*tables))
   got = np.asarray(_teacher(dist, edge, mask, score, graphs["receivers"]))
   for i in range(len(dist)):
-    expect = reference.teacher_actions(dist[i], edge[i], mask[i], score[i],
+    expect = python_walker.teacher_actions(dist[i], edge[i], mask[i], score[i],
                                        graphs["receivers"][i])
     np.testing.assert_array_equal(got[i], expect, err_msg=f"graph {i}")
   moves = got < D

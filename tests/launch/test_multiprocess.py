@@ -16,10 +16,10 @@ import chex
 import pytest
 
 from configs import test as test_config
-from racer_jax.driver import common
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import load_workspace
-from racer_jax.rl import train as train_lib
+from racer_jax.rl import walker_update as train_lib
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.workspace import load_workspace
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -67,7 +67,7 @@ def _final(workdir, steps, graph="subgraph"):
   config.walker.graph = graph
   config.prep_dir = str(workdir.parent / "prep")
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
-  policy = common.make_policy(config)
+  policy = builders.make_policy(config)
   opt = train_lib.make_optimizer(config.train.learning_rate,
                                  config.train.grad_clip)
   template = train_lib.create_train_state(policy, opt, config.seed,

@@ -1,7 +1,6 @@
 """The whole-graph walker against the plain-Python reference, walker by
 walker, on small random graphs whose hubs exceed the bandwidth."""
 
-import dataclasses
 
 import chex
 import jax
@@ -9,9 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from racer_jax.bench import kg_python_walker
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth, synthetic
-from racer_jax.rl import kg_reference, kg_rollout
+from racer_jax.rl import kg_rollout
 from racer_jax.rl.policy import WalkerPolicy, init_policy
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
@@ -73,7 +73,7 @@ def test_hubs_exceed_bandwidth_and_order_is_documented(world):
     np.testing.assert_array_equal(kg.importance[lo:hi], key)
   table = bandwidth.candidate_table(kg, BW)
   for u in (0, 1, 2, int(np.argmax(deg))):
-    want = kg_reference.capped_edges(kg, u, BW)
+    want = kg_python_walker.capped_edges(kg, u, BW)
     got = np.arange(table.ptr[u], table.ptr[u + 1])
     np.testing.assert_array_equal(table.edge_id[got], kg.edge_id[want])
 
@@ -84,10 +84,10 @@ def test_reach_distance_matches_queue_bfs(world):
   dist = jax.jit(jax.vmap(lambda t: wg.reach_distance(graph, t, 3)))(
       inputs.target_concepts)
   for b in range(B):
-    want = kg_reference.bfs_distance(kg, np.asarray(inputs.target_concepts[b]),
+    want = kg_python_walker.bfs_distance(kg, np.asarray(inputs.target_concepts[b]),
                                      BW, 3)
     got = np.asarray(dist[b])
-    ref = np.full(V, kg_reference.UNREACHABLE)
+    ref = np.full(V, kg_python_walker.UNREACHABLE)
     ref[list(want)] = list(want.values())
     np.testing.assert_array_equal(got, ref)
     assert (got == 3).any()  # the search goes the whole depth
@@ -118,7 +118,7 @@ def test_rollout_matches_reference(world, case):
   for b in range(B):
     for w in range(W):
       got = jax.tree.map(lambda x: x[b, w], traj)
-      want = kg_reference.reference_walk(
+      want = kg_python_walker.reference_walk(
           params_np, kg, emb, rel_emb, inputs.query[b], inputs.target[b],
           np.asarray(inputs.target_concepts[b]), int(inputs.starts[b, w]),
           got.action, got.teacher_forced, cfg, WEIGHTS, BW)
@@ -147,7 +147,7 @@ def test_rollout_matches_reference(world, case):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_numpy_baseline_matches_jax(world, case):
-  from racer_jax.rl import kg_numpy_baseline
+  from racer_jax.bench import kg_numpy_walker
   kg, emb, rel_emb, inputs = world
   recurrent, cfg, p_teacher = CASES[case]
   table = bandwidth.candidate_table(kg, BW)
@@ -159,7 +159,7 @@ def test_numpy_baseline_matches_jax(world, case):
   traj = jax.device_get(jax.jit(lambda p: kg_rollout.rollout(
       policy, p, graph, inputs, jnp.asarray(rel_emb), None, p_teacher, cfg,
       WEIGHTS, uniforms=uniforms))(params))
-  got = kg_numpy_baseline.rollout(
+  got = kg_numpy_walker.rollout(
       jax.device_get(params), table, emb, rel_emb, jax.device_get(inputs),
       np.asarray(uniforms), p_teacher, cfg, WEIGHTS)
   for name in ("nodes", "edges", "relations", "reached", "length", "oracle",
@@ -175,7 +175,7 @@ def test_numpy_baseline_matches_jax(world, case):
 
 
 def _torch_inputs(inputs):
-  from racer_jax.rl.torch_reference import to_torch
+  from racer_jax.bench.torch_walker import to_torch
   return {k: to_torch(np.asarray(getattr(inputs, k))) for k in (
       "query", "target", "target_concepts", "starts", "start_mask")}
 
@@ -185,9 +185,9 @@ def _torch_inputs(inputs):
                                   "teacher-prune"])
 def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):
   torch = pytest.importorskip("torch")
-  from racer_jax.rl import kg_torch_baseline
-  from racer_jax.rl.torch_reference import to_torch, walker_loss
-  from racer_jax.rl.train import WalkerTrainConfig, _walker_losses
+  from racer_jax.bench import kg_torch_walker
+  from racer_jax.bench.torch_walker import to_torch, walker_loss
+  from racer_jax.rl.walker_update import WalkerTrainConfig, _walker_losses
   kg, emb, rel_emb, inputs = world
   recurrent, cfg, p_teacher = CASES[case]
   table = bandwidth.candidate_table(kg, BW)
@@ -209,8 +209,8 @@ def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):
   (loss, traj), grads = jax.jit(jax.value_and_grad(jax_loss, has_aux=True))(
       params)
   tparams = to_torch(jax.device_get(params), requires_grad=True)
-  g = kg_torch_baseline.graph_to_torch(table, emb, rel_emb)
-  got = kg_torch_baseline.rollout(tparams, g, _torch_inputs(inputs),
+  g = kg_torch_walker.graph_to_torch(table, emb, rel_emb)
+  got = kg_torch_walker.rollout(tparams, g, _torch_inputs(inputs),
                                   torch.from_numpy(np.array(uniforms)),
                                   p_teacher, cfg, WEIGHTS)
   for name in ("nodes", "edges", "relations", "reached", "length", "action",

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from racer_jax.rl import losses
+from racer_jax.rl import hygrl_update, losses
 
 
 def test_discounted_returns_and_reinforce():
@@ -69,12 +69,11 @@ def test_scst_and_margin():
 
 
 def test_offline_mentor():
-  from racer_jax.rl import hygrl
   x = type("X", (), {"gold_distance": jnp.array([0, 1, 2, 2, 5])})()
   first = jnp.array([1, 2, 2, 3])
   second = jnp.array([2, 1, 3, 2])
   fused_a = jnp.array([0.1, 0.9, 0.7, 0.5])
   fused_b = jnp.array([0.9, 0.1, 0.2, 0.5])
-  pref = hygrl.offline_mentor(x, first, second, fused_a, fused_b)
+  pref = hygrl_update.offline_mentor(x, first, second, fused_a, fused_b)
   # closer wins; equal distance -> higher fused score; all equal -> none
   np.testing.assert_array_equal(pref, [1, -1, 1, 0])

@@ -24,10 +24,12 @@ SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     assert jax.device_count() == 8, jax.devices()
     from configs import test as test_config
-    from racer_jax.driver import common
-    from racer_jax.driver.inputs import load_workspace
-    from racer_jax.driver.train_kg_walker import goal_data, whole_graph
-    from racer_jax.rl import kg_train, parallel, train as train_lib
+    from racer_jax.runs import builders
+    from racer_jax.runs.workspace import load_workspace
+    from racer_jax.runs.kg_walker_inputs import goal_data, whole_graph
+    from racer_jax.rl import parallel
+    from racer_jax.rl import kg_walker_update
+    from racer_jax.rl import walker_update as train_lib
 
     config = test_config.get_config()
     config.walker.graph = {graph!r}
@@ -36,12 +38,12 @@ SCRIPT = textwrap.dedent("""
     config.walker.prune = False  # near-tied top-k orders: the module docstring
     ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
                         progress=False, log=lambda _: None)
-    policy = common.make_policy(config)
+    policy = builders.make_policy(config)
     opt = train_lib.make_optimizer(config.train.learning_rate, 1.0)
-    cfg = common.walker_train_config(config)
+    cfg = builders.walker_train_config(config)
     if config.walker.graph == "kg":
       data = goal_data(config, ws, "train", log=lambda _: None)
-      update = kg_train.make_kg_train_step(policy, opt, cfg)
+      update = kg_walker_update.make_kg_train_step(policy, opt, cfg)
       sharded_leaf = lambda batch: batch.question_concepts
     else:
       data = ws.splits["train"].dataset

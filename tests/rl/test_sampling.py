@@ -5,8 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from racer_jax.rl.policy import masked_log_softmax
-from racer_jax.rl.rollout import (first_argmax, inverse_cdf,
-                                 policy_distribution, sample_categorical)
+from racer_jax.rl.rollout import (
+  first_argmax,
+  inverse_cdf,
+  policy_distribution,
+  sample_categorical,
+)
 
 
 def _inverse_cdf(probs, u):

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from racer_jax.text import minilm
-from racer_jax.text.encoder import TextEncoder, get_encoder
+from racer_jax.text.encoder import TextEncoder
+from racer_jax.text.encoder_registry import get_encoder
 
 REFERENCE = Path(__file__).with_name("minilm_reference.npz")
 

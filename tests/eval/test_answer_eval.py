@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from racer_jax.eval import answer_eval
-from tests.agents.conftest import QUIET, _train_answer
+from tests.trained_runs import QUIET, _train_answer
 
 
 def _rows(path):

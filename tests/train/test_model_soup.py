@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from racer_jax.agents.answer import LocalAnswerer
-from racer_jax.driver import model_soup
-from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.eval import answer_eval
-from tests.agents.conftest import QUIET
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.train import model_soup
+from tests.trained_runs import QUIET
 
 
 def _config(**answer):

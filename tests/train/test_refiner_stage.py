@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
-from racer_jax.driver import common, train_refiner, train_walker
-from racer_jax.driver.walker_run import load_memory
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import load_workspace
 from racer_jax.rl import rollout as rollout_lib
-from racer_jax.rl.inputs import walk_inputs
+from racer_jax.rl.walk_inputs import walk_inputs
+from racer_jax.runs import builders, refiner_state
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.walker_run import load_memory
+from racer_jax.runs.workspace import load_workspace
+from racer_jax.train import refiner_stage, walker_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -30,17 +31,17 @@ def walker_run(tmp_path_factory):
   config = test_config.get_config()
   config.prep_dir = str(root / "prep")
   config.memory.enabled = True
-  train_walker.train(config, None, root / "run", **QUIET)
+  walker_stage.train(config, None, root / "run", **QUIET)
   return config, root
 
 
 def test_multipath_is_greedy_after_the_switch_and_distinct(walker_run):
   config, root = walker_run
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
-  policy, state, _, _ = common.restore_walker(
+  policy, state, _, _ = builders.restore_walker(
       config, root / "run", embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, **{"log": lambda _: None})
-  cfg = common.walker_train_config(config)
+  cfg = builders.walker_train_config(config)
   rollout_cfg = cfg.rollout.__class__(**{
       **cfg.rollout.__dict__, "sample_hops": 1, "temperature": 2.0})
   batch = ws.splits["train"].dataset.batch_for_step(0, 0, 4)
@@ -79,11 +80,11 @@ def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
   config.refiner.paths_per_choice = 4
   config.refiner.hidden = 16
   config.train.checkpoint_every = 5
-  train_refiner.train(config, None, tmp_path / "straight", **QUIET)
-  train_refiner.train(config, None, tmp_path / "stopped", stop_after=7,
+  refiner_stage.train(config, None, tmp_path / "straight", **QUIET)
+  refiner_stage.train(config, None, tmp_path / "stopped", stop_after=7,
                       **QUIET)
-  train_refiner.train(config, None, tmp_path / "stopped", **QUIET)
-  _, _, template = train_refiner.create_state(config, 64,
+  refiner_stage.train(config, None, tmp_path / "stopped", **QUIET)
+  _, _, template = refiner_state.create_state(config, 64,
                                               config.walker.max_steps)
   finals = []
   for name in ("straight", "stopped"):
@@ -120,7 +121,7 @@ def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
 def test_memory_and_refiner_checkpoint_roundtrip(walker_run, tmp_path):
   config, root = walker_run
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
-  _, state, _, _ = common.restore_walker(
+  _, state, _, _ = builders.restore_walker(
       config, root / "run", embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, log=lambda _: None)
   assert state.memory.num_edges == ws.kg.num_edges

@@ -14,11 +14,12 @@ import pytest
 
 from configs import demo as demo_config
 from configs import test as test_config
-from racer_jax.driver import common, train_walker
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import load_workspace
 from racer_jax.eval.walker_eval import run_eval
-from racer_jax.rl import train as train_lib
+from racer_jax.rl import walker_update as train_lib
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.workspace import load_workspace
+from racer_jax.train import walker_stage
 from tests.conftest import REPO
 
 
@@ -31,7 +32,7 @@ def demo_ws(tmp_path_factory):
 
 
 def _setup(config, ws, memory_edges: int = 0):
-  policy = common.make_policy(config)
+  policy = builders.make_policy(config)
   optimizer = train_lib.make_optimizer(config.train.learning_rate,
                                        config.train.grad_clip)
   state = train_lib.create_train_state(policy, optimizer, config.seed,
@@ -44,7 +45,7 @@ def test_one_trace_per_bucket(demo_ws):
   config, ws = demo_ws
   policy, optimizer, state = _setup(config, ws)
   data = ws.splits["train"].dataset
-  cfg = common.walker_train_config(config)
+  cfg = builders.walker_train_config(config)
   for bucket, members in data.members.items():
     # A fresh program per bucket, traced exactly once over several batches.
     update = train_lib.make_train_step(
@@ -62,7 +63,7 @@ def test_nan_guard_keeps_parameters(demo_ws):
   config, ws = demo_ws
   policy, optimizer, state = _setup(config, ws)
   update = train_lib.make_train_step(policy, optimizer,
-                                     common.walker_train_config(config),
+                                     builders.walker_train_config(config),
                                      donate=False)
   batch = ws.splits["train"].dataset.batch_for_step(0, 0, 4)
   bad = np.full_like(ws.concept_emb, np.nan)
@@ -76,7 +77,7 @@ def test_checkpoint_roundtrip_is_exact(demo_ws, tmp_path):
   config, ws = demo_ws
   policy, optimizer, state = _setup(config, ws)
   update = train_lib.make_train_step(policy, optimizer,
-                                     common.walker_train_config(config))
+                                     builders.walker_train_config(config))
   for step in range(3):
     state, _ = update(state, ws.splits["train"].dataset.batch_for_step(
         step, 0, 4), ws.concept_emb, ws.relation_emb, np.float32(0.5))
@@ -101,10 +102,10 @@ def test_resume_after_stop_equals_uninterrupted(tmp_path, graph):
     config.walker.bandwidth = 16
     config.memory.enabled = True
   quiet = dict(progress=False, log=lambda _: None)
-  train_walker.train(config, None, tmp_path / "straight", **quiet)
-  train_walker.train(config, None, tmp_path / "stopped", stop_after=13,
+  walker_stage.train(config, None, tmp_path / "straight", **quiet)
+  walker_stage.train(config, None, tmp_path / "stopped", stop_after=13,
                      **quiet)  # dies after step 13; last checkpoint: 10
-  train_walker.train(config, None, tmp_path / "stopped", **quiet)
+  walker_stage.train(config, None, tmp_path / "stopped", **quiet)
   ws = load_workspace(config, None, config.prep_dir, ["train"], **quiet)
   _, _, template = _setup(config, ws, memory_edges=ws.kg.num_edges
                           if config.memory.enabled else 0)
@@ -127,14 +128,14 @@ def test_training_beats_untrained_on_demo(tmp_path):
   config.memory.enabled = False  # the plain walker (the demo keeps one)
   config.prep_dir = str(tmp_path / "prep")
   quiet = dict(progress=False, log=lambda _: None)
-  train_walker.train(config, None, tmp_path / "run", **quiet)
+  walker_stage.train(config, None, tmp_path / "run", **quiet)
   ws = load_workspace(config, None, config.prep_dir, ["dev"], **quiet)
   policy, _, untrained = _setup(config, ws)
   ckpt = Checkpointer(tmp_path / "run" / "checkpoints")
   trained, _, _ = ckpt.restore_latest(untrained)
   ckpt.close()
   evaluate = train_lib.make_eval_step(policy,
-                                      common.walker_train_config(config))
+                                      builders.walker_train_config(config))
   args = (ws.splits["dev"], ws.kg, ws.concept_emb, ws.relation_emb, 8)
   before = run_eval(evaluate, untrained.params, *args)
   after = run_eval(evaluate, trained.params, *args)

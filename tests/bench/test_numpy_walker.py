@@ -11,17 +11,29 @@ import jax
 import numpy as np
 import pytest
 
+from racer_jax.bench import numpy_walker as br
+from racer_jax.bench import python_walker
+from racer_jax.bench import torch_walker as tr
 from racer_jax.data import batch as batch_lib
 from racer_jax.kg.relations import NUM_RELATIONS
-from racer_jax.rl import batched_reference as br
-from racer_jax.rl import reference
-from racer_jax.rl import torch_reference as tr
-from racer_jax.rl import train as train_lib
-from racer_jax.rl.inputs import walk_inputs
+from racer_jax.rl import walker_update as train_lib
 from racer_jax.rl.rollout import RolloutConfig
-from tests.rl.test_reference_parity import (  # noqa: F401  (a fixture)
-    B, C, CASES, D, DIM, E, EXACT, N, WEIGHTS, _policy, _random_batches,
-    _rollout, questions)
+from racer_jax.rl.walk_inputs import walk_inputs
+from tests.bench.test_python_walker import (  # noqa: F401  (a fixture)
+  CASES,
+  DIM,
+  EXACT,
+  WEIGHTS,
+  B,
+  C,
+  D,
+  E,
+  N,
+  _policy,
+  _random_batches,
+  _rollout,
+  questions,
+)
 
 IMPLS = ["numpy", "torch"]
 REPLAYS = [("sample-prune-stop", 0.5), ("sample-prune-stop", 1.0),
@@ -74,7 +86,7 @@ def test_prepare_matches_jax(questions, case, impl):
                        ("distance", prep.distance)):
       np.testing.assert_array_equal(got[name], want, err_msg=name)
     for b in range(x.node_emb.shape[0]):  # the plain reference's tables
-      want = reference.policy_tables(params, x.node_emb[b], rel_emb,
+      want = python_walker.policy_tables(params, x.node_emb[b], rel_emb,
                                      x.query[b], x.target[b])
       for name, table in want.items():
         have = got[name][b] if got[name].ndim == 3 else got[name]

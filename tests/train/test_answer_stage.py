@@ -10,10 +10,10 @@ import numpy as np
 import optax
 import pytest
 
-from racer_jax.driver import train_answer
-from racer_jax.text import cross_encoder as ce
+from racer_jax.answer import cross_encoder as ce
 from racer_jax.text import minilm
-from tests.agents.conftest import QUIET
+from racer_jax.train import answer_stage
+from tests.trained_runs import QUIET
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_answer_stage_on_demo_with_knowledge(answer_run):
   assert len(held) == 8  # a quarter of the demo's 32 training questions
   # Re-running finds the finished checkpoint and does no more updates; the
   # stored critic calibration is reused.
-  again = train_answer.train(config, None, workdir, **QUIET)
+  again = answer_stage.train(config, None, workdir, **QUIET)
   assert "loss" not in again and again["critic_calibration"] == "validation"
 
 
@@ -113,7 +113,7 @@ def _train_head(retrieval_runs, workdir, log_every, **answer):
   config.answer.head_batch_size = 8
   config.answer.update(answer)
   config.train.log_every = log_every
-  train_answer.train(config, None, workdir, **QUIET)
+  answer_stage.train(config, None, workdir, **QUIET)
   return workdir
 
 
@@ -148,8 +148,8 @@ def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path):
   per-choice evidence (no path text), evaluates from its checkpoint with
   the evidence it was trained with, and refuses requests without it."""
   from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  from racer_jax.answer import choice_head
   from racer_jax.eval import answer_eval
-  from racer_jax.text import choice_head
   _, _, refiner_dir = retrieval_runs
   workdir = _train_head(retrieval_runs, tmp_path / "evidence", log_every=1,
                         evidence_workdir=str(refiner_dir), head_epochs=5.0)

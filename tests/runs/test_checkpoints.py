@@ -14,10 +14,11 @@ import chex
 import pytest
 
 from configs import test as test_config
-from racer_jax.driver import common, train_walker
-from racer_jax.driver.checkpoints import Checkpointer
-from racer_jax.driver.inputs import load_workspace
-from racer_jax.rl import train as train_lib
+from racer_jax.rl import walker_update as train_lib
+from racer_jax.runs import builders
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.workspace import load_workspace
+from racer_jax.train import walker_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -25,12 +26,12 @@ QUIET = dict(progress=False, log=lambda _: None)
 
 def _template(config):
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
-  policy = common.make_policy(config)
+  policy = builders.make_policy(config)
   optimizer = train_lib.make_optimizer(config.train.learning_rate,
                                        config.train.grad_clip)
   return train_lib.create_train_state(
       policy, optimizer, config.seed, ws.concept_emb.shape[1],
-      memory_edges=ws.kg.num_edges if common.memory_on(config) else 0)
+      memory_edges=ws.kg.num_edges if builders.memory_on(config) else 0)
 
 
 def _final(workdir, template, want_step):
@@ -59,12 +60,12 @@ def _corrupt(step_dir):
 def test_corrupt_newest_checkpoint_falls_back_and_resumes_exactly(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
-  train_walker.train(config, None, tmp_path / "straight", **QUIET)
-  train_walker.train(config, None, tmp_path / "broken", stop_after=20,
+  walker_stage.train(config, None, tmp_path / "straight", **QUIET)
+  walker_stage.train(config, None, tmp_path / "broken", stop_after=20,
                      **QUIET)  # checkpoints 10 and 20
   _corrupt(tmp_path / "broken" / "checkpoints" / "20")
   messages = []
-  train_walker.train(config, None, tmp_path / "broken", progress=False,
+  walker_stage.train(config, None, tmp_path / "broken", progress=False,
                      log=messages.append)
   said = " ".join(messages)
   assert "checkpoint 20" in said and "unreadable" in said, said
@@ -120,10 +121,10 @@ def test_sigkill_mid_interval_then_resume_equals_uninterrupted(tmp_path):
 def test_no_readable_checkpoint_is_an_error_not_a_fresh_start(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
-  train_walker.train(config, None, tmp_path / "run", stop_after=10, **QUIET)
+  walker_stage.train(config, None, tmp_path / "run", stop_after=10, **QUIET)
   config.memory.enabled = True  # different state shapes: nothing restores
   with pytest.raises(RuntimeError, match="none of the 1 checkpoints"):
-    train_walker.train(config, None, tmp_path / "run", **QUIET)
+    walker_stage.train(config, None, tmp_path / "run", **QUIET)
   ckpt = Checkpointer(tmp_path / "run" / "checkpoints")
   assert ckpt.all_steps() == [10]  # untouched
   ckpt.close()

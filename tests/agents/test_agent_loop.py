@@ -13,9 +13,8 @@ import pytest
 from racer_jax.agents import answer as answer_lib
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import llm, templates
+from racer_jax.agents.agent_loop import Collaboration, FoldCritic
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.loop import Collaboration, FoldCritic
-from racer_jax.memory import edge_memory
 from tests.agents.stub_gemini import StubGemini, prompt_text
 
 
@@ -210,6 +209,7 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
   """agents.graph=explorer: the LLM explores with the graph functions and
   the triples it saw that touch a choice become that choice's evidence."""
   import ml_collections
+
   from racer_jax.agents.stack import build_graph_agent
   _, local, data = parts
   _, _, refiner_dir = retrieval_runs
@@ -261,13 +261,14 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
                                               tmp_path_factory):
   """agents.graph=hygrl: shortest paths inside the beam's subgraph."""
   import ml_collections
+
   from racer_jax.agents.stack import build_graph_agent
-  from racer_jax.driver import train_hygrl
+  from racer_jax.train import hygrl_stage
   config, _, refiner_dir = retrieval_runs
   hconfig = config.copy_and_resolve_references()
   hconfig.method = "hygrl"
   workdir = tmp_path_factory.mktemp("hygrl") / "run"
-  train_hygrl.train(hconfig, None, workdir, progress=False,
+  hygrl_stage.train(hconfig, None, workdir, progress=False,
                     log=lambda _: None)
   _, local, data = parts
   agents = ml_collections.ConfigDict({"graph": "hygrl",
@@ -295,8 +296,8 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
 
 def _demo_choice_triples(demo_workspace, retrieval_runs, data):
   """Two triples per choice of the demo dev questions."""
-  from racer_jax.agents.choice_triples import ChoiceTriples
-  from racer_jax.driver.inputs import make_encoder
+  from racer_jax.answer.choice_triples import ChoiceTriples
+  from racer_jax.runs.workspace import make_encoder
   config, _, _ = retrieval_runs
   return ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
                        make_encoder(config)).split(data.examples,
@@ -339,8 +340,8 @@ def test_paths_back_the_critic_not_an_answerer_trained_without_them(
   """``paths_to_answerer=False`` (an answer run trained without paths): the
   answerer sees only the choice triples, the critic's support and the
   evidence come from the GraphAgent's paths, UNSURE still re-explores."""
-  from racer_jax.agents.choice_triples import knowledge_text
-  from racer_jax.agents.loop import support_of
+  from racer_jax.agents.agent_loop import support_of
+  from racer_jax.answer.choice_triples import knowledge_text
   graph, local, data = parts
   own = _demo_choice_triples(demo_workspace, retrieval_runs, data)
   graph.reset_memory()

@@ -13,6 +13,7 @@ raises instead of silently starting over.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -90,6 +91,7 @@ class Checkpointer:
       try:
         state, record = self.restore(candidate, template)
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint
+        _quiet_closed_loop_callbacks()
         errors.append(f"{candidate}: {type(e).__name__}: {str(e)[:300]}")
         log(f"checkpoint {candidate} in {self.directory} is unreadable "
             f"({type(e).__name__}: {str(e)[:200]}); falling back to an "
@@ -117,3 +119,26 @@ class Checkpointer:
 
   def close(self) -> None:
     self.manager.close()
+
+
+def _is_closed_loop_callback(unraisable) -> bool:
+  return (isinstance(unraisable.exc_value, RuntimeError)
+          and str(unraisable.exc_value) == "Event loop is closed")
+
+
+def _quiet_closed_loop_callbacks() -> None:
+  """After a failed restore, tensorstore's reads still in flight complete
+  into orbax's event loop, already closed by the failure: each prints an
+  "Event loop is closed" traceback (through ``sys.unraisablehook``) though
+  the checkpoint has been reported unreadable once. Drops exactly those;
+  every other unraisable exception still reaches the previous hook."""
+  previous = sys.unraisablehook
+  if getattr(previous, "_racer_quiet", False):
+    return
+
+  def hook(unraisable):
+    if not _is_closed_loop_callback(unraisable):
+      previous(unraisable)
+  hook._racer_quiet = True
+  sys.unraisablehook = hook
+

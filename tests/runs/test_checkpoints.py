@@ -11,9 +11,11 @@ import sys
 import time
 
 import chex
+import numpy as np
 import pytest
 
 from configs import test as test_config
+from racer_jax.errors import CheckpointError, RacerError
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import Checkpointer
@@ -128,3 +130,54 @@ def test_no_readable_checkpoint_is_an_error_not_a_fresh_start(tmp_path):
   ckpt = Checkpointer(tmp_path / "run" / "checkpoints")
   assert ckpt.all_steps() == [10]  # untouched
   ckpt.close()
+
+
+def test_every_checkpoint_unreadable_is_one_clear_error(tmp_path):
+  state = {"w": np.arange(64, dtype=np.float32), "b": np.ones(32, np.int32)}
+  ckpt = Checkpointer(tmp_path / "checkpoints")
+  for step in (1, 2):
+    ckpt.save(step, state, {})
+  ckpt.close()
+  for step in (1, 2):
+    _corrupt(tmp_path / "checkpoints" / str(step))
+  ckpt = Checkpointer(tmp_path / "checkpoints")
+  messages = []
+  try:
+    with pytest.raises(CheckpointError, match="checkpoints") as e:
+      ckpt.restore_latest(state, log=messages.append)
+  finally:
+    ckpt.close()
+  assert isinstance(e.value, RacerError)  # entry points: one error line
+  said = " ".join(messages)
+  assert "checkpoint 2" in said and "checkpoint 1" in said, said
+
+
+_TRUNCATED_RESTORE = """
+import os, sys
+import numpy as np
+from racer_jax.runs.checkpoints import Checkpointer
+path = sys.argv[1]
+state = {f"w{i}": np.arange(100_000, dtype=np.float32) for i in range(16)}
+ckpt = Checkpointer(path)
+for step in (1, 2):
+  ckpt.save(step, state, {})
+ckpt.close()
+for root, _, files in os.walk(os.path.join(path, "2", "state")):
+  for name in files:  # the array data, not the metadata
+    if os.sep + "d" in root:
+      file = os.path.join(root, name)
+      with open(file, "r+b") as f:
+        f.truncate(os.path.getsize(file) // 2)
+ckpt = Checkpointer(path)
+print("restored step", ckpt.restore_latest(state)[2])
+ckpt.close()
+"""
+
+
+def test_truncated_arrays_are_reported_once_without_tracebacks(tmp_path):
+  out = subprocess.run(
+      [sys.executable, "-c", _TRUNCATED_RESTORE, str(tmp_path / "ckpt")],
+      capture_output=True, text=True, check=True, cwd=REPO, timeout=300)
+  assert "restored step 1" in out.stdout
+  assert out.stdout.count("checkpoint 2") == 1, out.stdout
+  assert "Traceback" not in out.stderr, out.stderr[-2000:]

@@ -12,6 +12,7 @@ of the lowest final one) and final hit rate, mean ± std over seeds:
 one JSON object. Finished runs are reused (re-running resumes).
 """
 
+import functools
 import json
 import os
 
@@ -19,7 +20,6 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from racer_jax import entry_point
-from racer_jax.eval import learning_curves
 from racer_jax.train import walker_stage
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -39,24 +39,14 @@ _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
 
 def main():
   logging.set_verbosity(logging.WARNING)
-  root = os.path.abspath(_WORKDIR.value)
-  runs = []
-  for seed in map(int, _SEEDS.value):
-    for label, enabled in (("uniform", False), ("curriculum", True)):
-      config = _CONFIG.value.copy_and_resolve_references()
-      with config.unlocked():
-        config.seed = seed
-        config.curriculum.enabled = enabled
-        config.train.eval_every = _EVAL_EVERY.value
-        if not config.get("prep_dir"):
-          config.prep_dir = os.path.join(root, "prep")
-      workdir = os.path.join(root, f"{label}_seed{seed}")
-      print(f"=== {label}, seed {seed} -> {workdir}", flush=True)
-      walker_stage.train(config, _DATA_DIR.value, workdir,
-                         progress=_PROGRESS.value)
-      runs.append((label, workdir))
-  result = learning_curves.write_comparison(runs, root, target=_TARGET.value)
-  print(open(os.path.join(root, "comparison.md"), encoding="utf-8").read())
+  result = walker_stage.curriculum_comparison(
+      _CONFIG.value, _DATA_DIR.value, _WORKDIR.value,
+      [int(s) for s in _SEEDS.value], eval_every=_EVAL_EVERY.value,
+      target=_TARGET.value, progress=_PROGRESS.value,
+      log=functools.partial(print, flush=True))
+  with open(os.path.join(_WORKDIR.value, "comparison.md"),
+            encoding="utf-8") as f:
+    print(f.read())
   print(json.dumps(result, sort_keys=True))
 
 

@@ -1,4 +1,5 @@
-r"""Evaluates a trained run from its checkpoint (:mod:`racer_jax.eval.evaluate_run`).
+r"""Evaluates a trained run from its checkpoint
+(:mod:`racer_jax.eval.evaluate_run`).
 
   python launch/evaluate.py --workdir=runs/demo/walker
   python launch/evaluate.py --workdir=runs/csqa --data_dir=../shared/data \

@@ -14,13 +14,10 @@ the last line is one JSON object: ``ingredients``, ``accuracy`` (the soup),
 """
 
 import json
-import os
 
-import ml_collections
 from absl import flags, logging
 
 from racer_jax import entry_point
-from racer_jax.eval import answer_eval
 from racer_jax.train import model_soup
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Answer runs to average "
@@ -36,28 +33,18 @@ _SPLIT = flags.DEFINE_string("split", None, "Split to evaluate (default: "
 
 
 def main():
+  if not _EVALUATE.value and (_SPLIT.value or _DATA_DIR.value):
+    entry_point.fail("--split and --data_dir apply only with --evaluate")
   soup = model_soup.make_soup(_WORKDIRS.value, _OUT.value,
                               log=logging.info)
   figures = dict(soup)
   print(f"soup of {len(soup['ingredients'])} runs written to {_OUT.value}")
   if _EVALUATE.value:
-    config = ml_collections.ConfigDict(json.loads(
-        open(os.path.join(_OUT.value, "config.json")).read()))
-    own = answer_eval.evaluate(config, _DATA_DIR.value, _OUT.value,
-                               split=_SPLIT.value, log=logging.info)
-    # the ingredients' probability ensemble, kept in the soup's folder
-    ens = answer_eval.evaluate(
-        config, _DATA_DIR.value, soup["ingredients"][0],
-        ensemble=soup["ingredients"][1:], split=_SPLIT.value,
-        out_dir=os.path.join(_OUT.value, "eval", "ingredients_ensemble"),
-        log=logging.info)
-    figures.update(accuracy=own["accuracy"], split=own["split"],
-                   questions=own["questions"],
-                   accuracy_ingredients=ens["accuracy_members"],
-                   accuracy_ensemble=ens["accuracy"])
-    print(f"soup {own['accuracy']:.4f}; ingredients "
-          + ", ".join(f"{a:.4f}" for a in ens["accuracy_members"])
-          + f"; their ensemble {ens['accuracy']:.4f}")
+    figures.update(model_soup.evaluate_soup(_OUT.value, _DATA_DIR.value,
+                                            _SPLIT.value, log=logging.info))
+    print(f"soup {figures['accuracy']:.4f}; ingredients "
+          + ", ".join(f"{a:.4f}" for a in figures["accuracy_ingredients"])
+          + f"; their ensemble {figures['accuracy_ensemble']:.4f}")
   print(json.dumps(figures))
 
 

@@ -33,10 +33,7 @@ from racer_jax.agents import few_shot as few_shot_lib
 from racer_jax.agents.agent_loop import Collaboration
 from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer, LocalAnswerer
 from racer_jax.agents.critic import LLMCritic
-from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
-from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
-from racer_jax.agents.tools import GraphTools
+from racer_jax.agents.retrieval import build_graph_agent, retrieval_of
 from racer_jax.answer import choice_triples
 from racer_jax.data import datasets, qa, validation
 from racer_jax.data.bucketed import BucketedDataset
@@ -48,70 +45,6 @@ from racer_jax.runs.workspace import SplitData, load_workspace, make_encoder
 
 MEMORY_DIR = "agents_memory"  # the answer run's memory pass, if any
 TRAIN_SPLIT_LOOP = "train_split_loop"
-
-
-def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
-  """``(refiner run, paths shown to the answerer)`` for the answer run
-  ``config``: the run it was trained on (``answer.knowledge_workdir``; its
-  paths are in the answerer's input), else ``agents.retrieval_workdir``
-  (an answer run trained without paths: the GraphAgent's paths are the
-  critic's support and the answer's evidence, not the answerer's input)."""
-  trained = config.answer.knowledge_workdir
-  extra = agents.get("retrieval_workdir", "")
-  evidence = config.answer.get("evidence_workdir", "")
-  if evidence:
-    # the answerer reads the walker's evidence of this run: the loop's
-    # GraphAgent must be that run, so re-exploration gives it new evidence
-    for other, name in ((trained, "answer.knowledge_workdir"),
-                        (extra, "agents.retrieval_workdir")):
-      if other and Path(other).resolve() != Path(evidence).resolve():
-        raise ValueError(f"{workdir} reads the walker evidence of "
-                         f"{evidence}; {name}={other} is another run")
-    return evidence, bool(trained)
-  if trained and extra and Path(extra).resolve() != Path(trained).resolve():
-    raise ValueError(
-        f"{workdir} was trained on the paths of {trained}; "
-        f"agents.retrieval_workdir={extra} would show it other paths than "
-        "it learned from (the option is for runs trained without paths)")
-  if trained:
-    return trained, True
-  if extra:
-    return extra, False
-  raise ValueError(f"{workdir}: this answer run has no retrieval "
-                   "(answer.knowledge_workdir is empty); the agents need one "
-                   "— pass a refiner run as --retrieval_workdir (its paths go "
-                   "to the critic, not to this answerer), train the answer "
-                   "stage with knowledge, or evaluate the answer model alone "
-                   "with --answer_only")
-
-
-def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
-                      encoder=None, log=print, **kwargs):
-  """The GraphAgent named by ``agents.graph``: ``walker`` (the jitted
-  walker + memory + refiner), ``hygrl`` (HyGRL's beam retriever of the run
-  ``agents.hygrl_workdir``) or ``explorer`` (GraphDancer's LLM explorer over
-  the graph functions; needs a text LLM backend)."""
-  kind = agents.get("graph", "walker")
-  if kind == "walker":
-    return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log,
-                      **kwargs)
-  if kind == "explorer":
-    if backend is None:
-      raise ValueError("agents.graph=explorer needs a text LLM: "
-                       "--backend=gemini")
-    tools = GraphTools(ws.kg, encoder, ws.concept_emb)
-    return ExplorerGraphAgent(
-        Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,
-        paths_per_choice=keep)
-  if kind == "hygrl":
-    if not agents.get("hygrl_workdir"):
-      raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
-                       "run trained with --config.method=hygrl)")
-    rconfig = ml_collections.ConfigDict(json.loads(
-        (Path(refiner_dir) / "config.json").read_text()))
-    return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)
-  raise ValueError(f"agents.graph={kind!r}: expected walker, explorer or "
-                   "hygrl")
 
 
 def eval_config(rconfig, data_dir, eval_file):

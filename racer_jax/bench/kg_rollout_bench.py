@@ -28,8 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from configs import default
 from racer_jax import entry_point
-from racer_jax.bench import kg_numpy_walker, timing
+from racer_jax.bench import kg_numpy_walker, kg_torch_walker, timing
+from racer_jax.bench.torch_walker import to_torch
+from racer_jax.data import prepare
+from racer_jax.data.goal_batch import GoalBatch
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth as bandwidth_lib
 from racer_jax.kg import synthetic
@@ -80,8 +84,6 @@ def _graph(size, data_dir, log):
     return synthetic.heavy_tailed_graph(800_000, 2_500_000)
   if data_dir is None:
     raise ValueError("--size=cn100k needs --data_dir with conceptnet/cn100k")
-  from configs import default
-  from racer_jax.data import prepare
   config = default.get_config()
   kg, _ = prepare.build_kg(config, data_dir)
   return kg
@@ -187,7 +189,6 @@ def bench_kg_rollout(data_dir, options: KgRolloutOptions,
         rollout=dataclasses.replace(cfg, prune=prune_on),
         num_walkers=per_q, reward=weights)
     step_fn = kg_walker_update.make_kg_train_step(policy, optimizer, tcfg)
-    from racer_jax.data.goal_batch import GoalBatch
     batch = GoalBatch(
         question_concepts=jnp.asarray(starts),
         choice_concepts=jnp.asarray(targets)[:, None],
@@ -237,8 +238,6 @@ def bench_kg_rollout(data_dir, options: KgRolloutOptions,
       torch = None
       figures["torch"] = "not installed"
     if torch is not None:
-      from racer_jax.bench import kg_torch_walker
-      from racer_jax.bench.torch_walker import to_torch
       g = kg_torch_walker.graph_to_torch(table, emb, rel_emb)
       tin = {k: to_torch(np.asarray(getattr(inputs_np, k))) for k in (
           "query", "target", "target_concepts", "starts", "start_mask")}

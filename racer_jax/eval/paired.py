@@ -155,3 +155,38 @@ def seeds_comparison(correct_a, correct_b, *, seed: int = 0,
           "difference_ci95": [float(interval.low), float(interval.high)],
           "permutation_p": float(test.pvalue),
           "bootstrap_resamples": resamples, "seed": seed}
+
+
+def compare_files(files_a: list[str], files_b: list[str], *, seed: int = 0,
+                  resamples: int = 10_000) -> tuple[dict, str]:
+  """``(figures, text)`` comparing the prediction files ``files_b`` with
+  ``files_a`` on the questions they share (each file one run): McNemar
+  and a paired bootstrap for one run against one, else a paired
+  permutation test over the runs as units."""
+  files = list(files_a) + list(files_b)
+  loaded = [load_correct(f) for f in files]
+  rows = [align(loaded[0], x, files[0], f)[1] for x, f in zip(loaded, files)]
+  runs_a, runs_b = rows[:len(files_a)], rows[len(files_a):]
+  name_a, name_b = ",".join(files_a), ",".join(files_b)
+  lines = []
+  if len(runs_a) == len(runs_b) == 1:
+    result = paired_comparison(runs_a[0], runs_b[0], seed=seed,
+                               resamples=resamples)
+    test = (f"McNemar p = {result['mcnemar_p']:.3g} "
+            f"({result['b_only_correct']} B-only, "
+            f"{result['a_only_correct']} A-only right)")
+  else:
+    result = seeds_comparison(runs_a, runs_b, seed=seed,
+                              resamples=resamples)
+    runs = lambda accs: ", ".join(f"{x:.4f}" for x in accs)
+    lines += [f"A runs: {runs(result['accuracy_a_runs'])}",
+              f"B runs: {runs(result['accuracy_b_runs'])}"]
+    test = f"permutation p = {result['permutation_p']:.3g}"
+  low, high = result["difference_ci95"]
+  lines += [f"A {name_a}: {result['accuracy_a']:.4f}",
+            f"B {name_b}: {result['accuracy_b']:.4f}",
+            f"B - A = {result['difference']:+.4f} over {result['questions']} "
+            f"questions, 95% paired bootstrap [{low:+.4f}, {high:+.4f}], "
+            f"{test}"]
+  return {"a": name_a, "b": name_b, **result}, "\n".join(lines)
+

@@ -40,6 +40,7 @@ from racer_jax.agents.answer import (
   knowledge_setup,
   setup_differences,
 )
+from racer_jax.eval import answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
 
 # Besides the knowledge setup: what makes two answer runs' weights and
@@ -128,3 +129,25 @@ def make_soup(workdirs, out_dir, *,
   os.replace(tmp, out_dir / "config.json")
   (out_dir / "soup.json").write_text(json.dumps(soup, indent=1))
   return soup
+
+
+def evaluate_soup(out_dir, data_dir=None, split=None,
+                  log: Callable[[str], None] = print) -> dict:
+  """The soup in ``out_dir`` and its ingredients' probability ensemble
+  evaluated on ``split`` (default: the run's ``eval.split``); the
+  ensemble's report is kept in the soup's ``eval/ingredients_ensemble``."""
+  out = Path(out_dir)
+  soup = json.loads((out / "soup.json").read_text())
+  config = ml_collections.ConfigDict(json.loads(
+      (Path(out) / "config.json").read_text()))
+  own = answer_eval.evaluate(config, data_dir, str(out), split=split,
+                             log=log)
+  ens = answer_eval.evaluate(
+      config, data_dir, soup["ingredients"][0],
+      ensemble=soup["ingredients"][1:], split=split,
+      out_dir=str(Path(out) / "eval" / "ingredients_ensemble"), log=log)
+  return {"accuracy": own["accuracy"], "split": own["split"],
+          "questions": own["questions"],
+          "accuracy_ingredients": ens["accuracy_members"],
+          "accuracy_ensemble": ens["accuracy"]}
+

@@ -8,6 +8,7 @@ parameters as an uninterrupted one.
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import jax
@@ -15,6 +16,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from racer_jax.data import curriculum
+from racer_jax.eval import learning_curves
 from racer_jax.eval.walker_eval import run_eval
 from racer_jax.rl import parallel
 from racer_jax.rl import walker_update as train_lib
@@ -25,6 +27,7 @@ from racer_jax.runs.builders import (
   start_run,
   walker_train_config,
 )
+from racer_jax.runs.config_checks import check_config
 from racer_jax.runs.walker_run import run_walker_updates, walker_state
 from racer_jax.train.hygrl_stage import calibrate
 from racer_jax.train.kg_walker_stage import train_kg
@@ -126,3 +129,33 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                             evaluate, stop_after=stop_after,
                             progress=progress, desc="train walker",
                             theta=theta)
+
+
+def curriculum_comparison(config, data_dir, root, seeds, *, eval_every: int,
+                          target: float | None = None, progress=True,
+                          log: Callable[[str], None] = print) -> dict:
+  """GraphDancer's easy-to-hard sampler against uniform epochs: the walker
+  trained both ways per seed in ``root/{uniform,curriculum}_seed{s}`` (the
+  same budget; finished runs are reused), the greedy hit rate evaluated
+  every ``eval_every`` updates; writes ``root/comparison.md`` and the
+  learning curves and returns the comparison's figures."""
+  check_config(config)
+  if eval_every < 1:
+    raise ValueError(f"--eval_every={eval_every} must be >= 1")
+  root = os.path.abspath(root)
+  runs = []
+  for seed in seeds:
+    for label, enabled in (("uniform", False), ("curriculum", True)):
+      run_config = config.copy_and_resolve_references()
+      with run_config.unlocked():
+        run_config.seed = seed
+        run_config.curriculum.enabled = enabled
+        run_config.train.eval_every = eval_every
+        if not run_config.get("prep_dir"):
+          run_config.prep_dir = os.path.join(root, "prep")
+      workdir = os.path.join(root, f"{label}_seed{seed}")
+      log(f"=== {label}, seed {seed} -> {workdir}")
+      train(run_config, data_dir, workdir, progress=progress)
+      runs.append((label, workdir))
+  return learning_curves.write_comparison(runs, root, target=target)
+

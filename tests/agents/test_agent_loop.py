@@ -210,7 +210,7 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
   the triples it saw that touch a choice become that choice's evidence."""
   import ml_collections
 
-  from racer_jax.agents.stack import build_graph_agent
+  from racer_jax.agents.retrieval import build_graph_agent
   _, local, data = parts
   _, _, refiner_dir = retrieval_runs
   kg = demo_workspace.kg
@@ -262,7 +262,7 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
   """agents.graph=hygrl: shortest paths inside the beam's subgraph."""
   import ml_collections
 
-  from racer_jax.agents.stack import build_graph_agent
+  from racer_jax.agents.retrieval import build_graph_agent
   from racer_jax.train import hygrl_stage
   config, _, refiner_dir = retrieval_runs
   hconfig = config.copy_and_resolve_references()
@@ -411,7 +411,7 @@ def test_each_ensemble_view_is_shown_its_own_extra_text(parts):
 def test_retrieval_of_an_answer_run():
   import ml_collections
 
-  from racer_jax.agents.stack import retrieval_of
+  from racer_jax.agents.retrieval import retrieval_of
   run = lambda k: ml_collections.ConfigDict({"answer": {
       "knowledge_workdir": k}})
   agents = lambda r: ml_collections.ConfigDict({"retrieval_workdir": r})

@@ -1,0 +1,132 @@
+"""A user's own mistakes end in one ``error:`` line naming what is wrong
+(exit status 1, no traceback), and a flag that does not apply is refused
+rather than ignored; each case is one a new user ran into."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from configs import demo
+from racer_jax.errors import ConfigError
+from racer_jax.eval import answer_one, evaluate_run
+from racer_jax.runs.config_checks import check_config
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def walker_run(tmp_path_factory):
+  """A folder that looks like a trained walker run (its config only)."""
+  folder = tmp_path_factory.mktemp("walker_run")
+  (folder / "config.json").write_text(demo.get_config().to_json())
+  return folder
+
+
+def _error_line(script, *args, cwd):
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("RACER_DATA_DIR", "RACER_TRACEBACK")}
+  out = subprocess.run([sys.executable, str(REPO / "launch" / script),
+                        *map(str, args)], capture_output=True, text=True,
+                       cwd=cwd, env=env, timeout=300)
+  assert out.returncode == 1, (out.returncode, out.stderr[-3000:])
+  lines = out.stderr.strip().splitlines()
+  assert "Traceback" not in out.stderr, out.stderr[-3000:]
+  assert lines and lines[-1].startswith("error: "), out.stderr[-3000:]
+  return lines[-1]
+
+
+def test_choices_are_checked():
+  assert answer_one.checked_choices("q?", [" oven", "freezer "]) == [
+      "oven", "freezer"]
+  for choices, said in ((["freezer", "freezer", "oven"], "repeats freezer"),
+                        (["freezer", "", "oven"], "empty choice"),
+                        (["freezer"], "at least two")):
+    with pytest.raises(ConfigError, match=said):
+      answer_one.checked_choices("q?", choices)
+  with pytest.raises(ConfigError, match="question is empty"):
+    answer_one.checked_choices("  ", ["a", "b"])
+
+
+def test_a_walker_run_is_not_an_answer_run(walker_run):
+  with pytest.raises(ConfigError, match="is a walker run"):
+    answer_one.answer_run_config(walker_run)
+
+
+def test_options_of_other_runs_are_refused():
+  evaluate_run.refuse_inapplicable("agents", {"eval_file", "seeds"})
+  with pytest.raises(ConfigError, match="--eval_file does not apply to a "
+                     "walker evaluation"):
+    evaluate_run.refuse_inapplicable("walker", {"eval_file"})
+
+
+@pytest.mark.parametrize("field", ["eval.batch_size", "subgraph.max_nodes"])
+def test_config_fields_entry_points_read_are_checked(field):
+  config = demo.get_config()
+  section, name = field.split(".")
+  config[section][name] = 0
+  with pytest.raises(ConfigError, match=field):
+    check_config(config)
+
+
+def test_jsonl_files_can_be_set_from_the_command_line():
+  config = demo.get_config()
+  config.data.files.train = "questions.jsonl"  # was an empty ConfigDict
+  assert config.data.files.train == "questions.jsonl"
+
+
+CASES = {
+    "misspelled config key": (
+        "evaluate.py", ["--workdir={run}", "--config=" + str(
+            REPO / "configs/demo.py"), "--config.walker.top_kk=3"],
+        "top_kk"),
+    "batch size 0": (
+        "evaluate.py", ["--workdir={run}", "--config=" + str(
+            REPO / "configs/demo.py"), "--config.eval.batch_size=0"],
+        "eval.batch_size"),
+    "eval_file on a walker run": (
+        "evaluate.py", ["--workdir={run}", "--eval_file={run}/config.json"],
+        "--eval_file does not apply"),
+    "answering with a walker run": (
+        "answer.py", ["--workdir={run}", "--question=Where?",
+                      "--choices=freezer,oven"], "is a walker run"),
+    "duplicate choices": (
+        "answer.py", ["--workdir={run}", "--question=Where?",
+                      "--choices=freezer,freezer,oven"], "repeats freezer"),
+    "no subgraph nodes": (
+        "prepare.py", ["--config=" + str(REPO / "configs/demo.py"),
+                       "--config.subgraph.max_nodes=0", "--out_dir={run}/p"],
+        "subgraph.max_nodes"),
+    "jsonl file missing": (
+        "prepare.py", ["--config=" + str(REPO / "configs/demo.py"),
+                       "--config.data.dataset=jsonl",
+                       "--config.data.files.train={run}/missing.jsonl",
+                       "--out_dir={run}/p"], "missing.jsonl not found"),
+    "another benchmark's flag": (
+        "benchmark.py", ["prepare", "--walkers=4"],
+        "--walkers is a flag of the rollout benchmark"),
+    "a stray argument": (
+        "evaluate.py", ["--workdir={run}", "dev"], "unexpected argument"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_entry_points_fail_in_one_line(case, walker_run, tmp_path):
+  script, args, said = CASES[case]
+  line = _error_line(script, *[a.format(run=walker_run) for a in args],
+                     cwd=tmp_path)
+  assert said in line, line
+
+
+def test_a_fallback_is_said_in_the_text_output():
+  llm = {"llm_calls": 12, "llm_cache_hits": 0, "input_tokens": 0,
+         "output_tokens": 0, "fallbacks": 12,
+         "llm_errors": {"ConnectionError": 12}}
+  text = evaluate_run.figures_text({"accuracy": 0.5, "llm": llm}, "agents",
+                                   "unused")
+  assert "12 answers or verdicts FELL BACK to the local models" in text
+  assert "ConnectionError" in text
+  quiet = evaluate_run.figures_text({"accuracy": 0.5, "llm": {
+      **llm, "llm_calls": 0, "fallbacks": 0, "llm_errors": {}}}, "agents",
+      "unused")
+  assert "FELL BACK" not in quiet

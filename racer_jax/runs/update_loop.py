@@ -4,6 +4,7 @@ checkpoint."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Callable
 
@@ -86,3 +87,35 @@ def run_updates(state, update: Callable, *, start: int, end: int, total: int,
   finally:
     if watchdog is not None:
       watchdog.stop()
+
+
+def run_stage_updates(state, update: Callable, *, config, workdir,
+                      ckpt: Checkpointer, start: int, total: int,
+                      stop_after: int | None, record: Callable[[int], dict],
+                      evaluate: Callable | None = None, eval_every: int = 0,
+                      progress: bool = True, desc: str = "train",
+                      stall_timeout_s: float | None = None) -> tuple:
+  """A training stage's :func:`run_updates` from ``start`` to ``total``
+  (or ``stop_after`` updates), logging to ``workdir`` at
+  ``config.train``'s intervals; every checkpoint's record is ``{"step",
+  **record(step), "config"}``. Closes the writer and ``ckpt`` (an error
+  included: the saves in flight finish). Returns ``(state, last logged
+  metrics, finished)``."""
+  t = config.train
+  end = total if stop_after is None else min(total, start + stop_after)
+  saved_config = json.loads(config.to_json())
+  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
+  try:
+    state, last = run_updates(
+        state, update, start=start, end=end, total=total, ckpt=ckpt,
+        writer=writer, log_every=t.log_every,
+        checkpoint_every=t.checkpoint_every,
+        record=lambda done: {"step": done, **record(done),
+                             "config": saved_config},
+        evaluate=evaluate, eval_every=eval_every, progress=progress,
+        desc=desc, stall_timeout_s=stall_timeout_s)
+  finally:
+    writer.close()
+    ckpt.close()
+  return state, last, end == total
+

@@ -15,8 +15,7 @@ import ml_collections
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs.builders import memory_on, restore_walker
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs.metric_writer import MetricWriter
-from racer_jax.runs.update_loop import run_updates
+from racer_jax.runs.update_loop import run_stage_updates
 
 
 def load_memory(workdir, num_edges: int, embed_dim: int, log=print):
@@ -65,18 +64,11 @@ def run_walker_updates(config, workdir: Path, state, ckpt: Checkpointer,
   ``train.eval_every``); returns the last logged metrics."""
   t = config.train
   start = int(jax.device_get(state.step))
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
-  end = t.num_steps if stop_after is None else min(t.num_steps,
-                                                   start + stop_after)
-  _, last = run_updates(
-      state, one_update, start=start, end=end, total=t.num_steps, ckpt=ckpt,
-      writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
-      record=lambda done: {"step": done, "theta": theta,
-                           "config": json.loads(config.to_json())},
+  _, last, _ = run_stage_updates(
+      state, one_update, config=config, workdir=workdir, ckpt=ckpt,
+      start=start, total=t.num_steps, stop_after=stop_after,
+      record=lambda done: {"theta": theta},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
       progress=progress, desc=desc,
       stall_timeout_s=t.get("stall_timeout_s", 0) or None)
-  writer.close()
-  ckpt.close()
   return last

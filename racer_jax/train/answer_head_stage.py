@@ -7,7 +7,6 @@ whole-graph walker evidence (:func:`choice_head.evidence_features`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -21,8 +20,7 @@ from racer_jax.answer.choice_head_step import cached_features, create_state
 from racer_jax.data import datasets, qa, validation
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs.metric_writer import MetricWriter
-from racer_jax.runs.update_loop import run_updates
+from racer_jax.runs.update_loop import run_stage_updates
 from racer_jax.text.minilm import MiniLMEncoder
 
 
@@ -111,19 +109,12 @@ def train(config, data_dir, workdir, *, knowledge, evidence=None,
                                                    val_rows)
     return figures
 
-  end = total if stop_after is None else min(total, start + stop_after)
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
-  state, last = run_updates(
-      state, one_update, start=start, end=end, total=total,
-      ckpt=ckpt, writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
-      record=lambda done: {"step": done, "stage": "answer",
-                           "model": "frozen_head",
-                           "config": json.loads(config.to_json())},
+  _, last, finished = run_stage_updates(
+      state, one_update, config=config, workdir=workdir, ckpt=ckpt,
+      start=start, total=total, stop_after=stop_after,
+      record=lambda done: {"stage": "answer", "model": "frozen_head"},
       evaluate=evaluate, eval_every=total, progress=progress,
       desc="train answer head")
-  writer.close()
-  ckpt.close()
-  return last, end == total
+  return last, finished
 
 

@@ -15,7 +15,6 @@ the end too (``validation_accuracy``); the critic is calibrated on it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -37,8 +36,7 @@ from racer_jax.data import validation
 from racer_jax.eval import calibration
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs.metric_writer import MetricWriter
-from racer_jax.runs.update_loop import run_updates
+from racer_jax.runs.update_loop import run_stage_updates
 from racer_jax.train import answer_head_stage
 
 
@@ -136,18 +134,11 @@ def _train_model(config, data_dir, workdir, *, progress, log, stop_after):
       figures["validation_accuracy"] = accuracy(val_probs, val_data.gold)
     return figures
 
-  end = total if stop_after is None else min(total, start + stop_after)
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
-  state, last = run_updates(
-      state, one_update, start=start, end=end, total=total, ckpt=ckpt,
-      writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
-      record=lambda done: {"step": done, "stage": "answer",
-                           "config": json.loads(config.to_json())},
-      evaluate=evaluate, eval_every=total, progress=progress,
-      desc="train answer")
-  writer.close()
-  ckpt.close()
-  return last, end == total
+  _, last, finished = run_stage_updates(
+      state, one_update, config=config, workdir=workdir, ckpt=ckpt,
+      start=start, total=total, stop_after=stop_after,
+      record=lambda done: {"stage": "answer"}, evaluate=evaluate,
+      eval_every=total, progress=progress, desc="train answer")
+  return last, finished
 
 

@@ -5,7 +5,6 @@ walker's run (``train(config, data_dir, workdir)`` resumes exactly)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -20,8 +19,7 @@ from racer_jax.rl import hygrl, hygrl_update, parallel
 from racer_jax.runs.builders import hygrl_config, start_run
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.hygrl_state import create_state
-from racer_jax.runs.metric_writer import MetricWriter
-from racer_jax.runs.update_loop import run_updates
+from racer_jax.runs.update_loop import run_stage_updates
 
 
 def calibrate(config, dataset, concept_emb, log=print,
@@ -135,19 +133,13 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                               ws.splits[eval_split], concept_emb, theta_dev,
                               config.eval.batch_size)
 
-  end = total if stop_after is None else min(total, start + stop_after)
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
-  state, last = run_updates(
-      state, one_update, start=start, end=end, total=total, ckpt=ckpt,
-      writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
+  _, last, _ = run_stage_updates(
+      state, one_update, config=config, workdir=workdir, ckpt=ckpt,
+      start=start, total=total, stop_after=stop_after,
       record=lambda done: {
-          "step": done, "theta": theta.tolist(),
+          "theta": theta.tolist(),
           "stage": "imitation" if done <= h.imitation_steps else "rl",
-          "llm": usage.to_dict() if usage else None,
-          "config": json.loads(config.to_json())},
+          "llm": usage.to_dict() if usage else None},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
       progress=progress, desc="train hygrl")
-  writer.close()
-  ckpt.close()
   return last

@@ -9,24 +9,21 @@ runs.
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
-import jax
 import numpy as np
 
 from racer_jax.refine import refiner_update
 from racer_jax.rl import parallel
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs.metric_writer import MetricWriter
 from racer_jax.runs.refiner_state import (
   create_state,
   load_walker,
   refiner_config,
   walker_graph,
 )
-from racer_jax.runs.update_loop import run_updates
+from racer_jax.runs.update_loop import run_stage_updates
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -66,17 +63,11 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         step, config.seed, bs))
     return step_fn(state, batch, *args)
 
-  end = total if stop_after is None else min(total, start + stop_after)
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
-  state, last = run_updates(
-      state, one_update, start=start, end=end, total=total, ckpt=ckpt,
-      writer=writer, log_every=t.log_every,
-      checkpoint_every=t.checkpoint_every,
-      record=lambda done: {"step": done, "stage": "refiner",
+  _, last, _ = run_stage_updates(
+      state, one_update, config=config, workdir=workdir, ckpt=ckpt,
+      start=start, total=total, stop_after=stop_after,
+      record=lambda done: {"stage": "refiner",
                            "walker_workdir": config.refiner.walker_workdir,
-                           "walker_step": wstep,
-                           "config": json.loads(config.to_json())},
+                           "walker_step": wstep},
       progress=progress, desc="train refiner")
-  writer.close()
-  ckpt.close()
   return last

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ml_collections import config_flags
 
-from racer_jax.agents import answer as answer_lib
+from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import llm
 from racer_jax.agents.tools import (

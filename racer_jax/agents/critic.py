@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from racer_jax.agents import llm
-from racer_jax.agents.answer import Answer, AnswerRequest, question_text
+from racer_jax.agents.answer_agent import Answer, AnswerRequest, question_text
 
 ACCEPT, UNSURE = "ACCEPT", "UNSURE"
 

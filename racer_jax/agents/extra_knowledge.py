@@ -50,7 +50,7 @@ class ExtraKnowledge:
 def per_view(answerer, config, data_dir, workdir, ws, encoder,
              log: Callable[[str], None] = print) -> list[ExtraKnowledge]:
   """One :class:`ExtraKnowledge` per view of ``answerer``: an
-  :class:`~racer_jax.agents.answer.EnsembleAnswerer` 's ``views`` (members
+  :class:`~racer_jax.agents.answer_agent.EnsembleAnswerer` 's ``views`` (members
   trained with different extra text), else the answer run ``config`` in
   ``workdir`` alone."""
   views = getattr(answerer, "views", None)

@@ -15,7 +15,7 @@ or ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` and is never printed, logged,
 cached, checkpointed or left in an error message.
 
 The ``local`` backend (the default) is not a text LLM: the agents then use
-the trained JAX models directly (:mod:`racer_jax.agents.answer`), so
+the trained JAX models directly (:mod:`racer_jax.agents.answer_agent`), so
 :func:`make_backend` returns ``None`` for it.
 """
 

@@ -31,7 +31,8 @@ from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import extra_knowledge, llm, templates
 from racer_jax.agents import few_shot as few_shot_lib
 from racer_jax.agents.agent_loop import Collaboration
-from racer_jax.agents.answer import EnsembleAnswerer, LLMAnswerer, LocalAnswerer
+from racer_jax.agents.answer_agent import (EnsembleAnswerer, LLMAnswerer,
+                                           LocalAnswerer)
 from racer_jax.agents.critic import LLMCritic
 from racer_jax.agents.retrieval import build_graph_agent, retrieval_of
 from racer_jax.answer import choice_triples

@@ -42,7 +42,8 @@ from typing import Callable
 
 import numpy as np
 
-from racer_jax.agents.answer import AnswerRequest, EnsembleAnswerer, LocalAnswerer
+from racer_jax.agents.answer_agent import (AnswerRequest, EnsembleAnswerer,
+                                           LocalAnswerer)
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent

@@ -35,7 +35,8 @@ from typing import Callable
 import numpy as np
 
 from racer_jax.agents import answer_inputs
-from racer_jax.agents.answer import AnswerRequest, LocalAnswerer, ensemble_probs
+from racer_jax.agents.answer_agent import (AnswerRequest, LocalAnswerer,
+                                           ensemble_probs)
 from racer_jax.answer import cross_encoder_step
 from racer_jax.runs.checkpoints import Checkpointer
 

@@ -36,7 +36,7 @@ import jax
 import tqdm
 
 from racer_jax.agents import llm
-from racer_jax.agents.answer import LLMAnswerer
+from racer_jax.agents.answer_agent import LLMAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.stack import AgentStack
 

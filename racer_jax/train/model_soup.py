@@ -16,7 +16,7 @@ first ingredient's, its one checkpoint (step 0, a fresh optimizer state)
 holds the averaged weights, and ``soup.json`` names the ingredients and the
 checkpoint step of each. Ingredients must be one kind of model shown one
 kind of input (the knowledge fields of
-:data:`racer_jax.agents.answer.KNOWLEDGE_FIELDS`, the text model, the
+:data:`racer_jax.agents.answer_agent.KNOWLEDGE_FIELDS`, the text model, the
 token budget): anything else is refused with the field named. The uniform
 soup is the rule, fixed in advance; a *greedy* soup would pick ingredients
 on held-out accuracy, which the evaluated split must not provide.
@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from racer_jax.agents.answer import (
+from racer_jax.agents.answer_agent import (
   LocalAnswerer,
   config_field,
   knowledge_setup,

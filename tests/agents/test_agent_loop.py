@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents import answer as answer_lib
+from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import llm, templates
 from racer_jax.agents.agent_loop import Collaboration, FoldCritic

@@ -12,7 +12,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from racer_jax.agents.answer import (
+from racer_jax.agents.answer_agent import (
   AnswerRequest,
   EnsembleAnswerer,
   LocalAnswerer,

@@ -11,7 +11,7 @@ import shutil
 import ml_collections
 import pytest
 
-from racer_jax.agents import answer as answer_lib
+from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import few_shot
 from racer_jax.errors import ConfigError

@@ -86,7 +86,7 @@ def test_memory_aware_templates_order_and_flag_by_edge_quality(
   changes."""
   import jax
 
-  from racer_jax.agents.answer import AnswerRequest, answer_prompt
+  from racer_jax.agents.answer_agent import AnswerRequest, answer_prompt
   from racer_jax.agents.graph_agent import GraphAgent
   from racer_jax.memory import edge_memory
   _, _, refiner_dir = retrieval_runs

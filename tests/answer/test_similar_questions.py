@@ -188,7 +188,7 @@ def test_an_ensemble_shows_each_member_its_own_extra_text(
   with or without the similar question before them)."""
   import shutil
 
-  from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
   from racer_jax.agents.pipeline import Pipeline
   from racer_jax.eval import agents_eval
   config, plain = head_run

@@ -126,7 +126,7 @@ def train_answer_config(workdir):
 @pytest.mark.slow  # encodes and trains
 def test_frozen_head_option_learns_and_answers(tokenizer, retrieval_runs,
                                                tmp_path):
-  from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
   _, _, refiner_dir = retrieval_runs
   workdir = _train_head(retrieval_runs, tmp_path / "head", log_every=4,
                         knowledge_workdir=str(refiner_dir), head_epochs=30.0)
@@ -147,7 +147,7 @@ def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path):
   """``answer.evidence_workdir``: the head trains on the walker's
   per-choice evidence (no path text), evaluates from its checkpoint with
   the evidence it was trained with, and refuses requests without it."""
-  from racer_jax.agents.answer import AnswerRequest, LocalAnswerer
+  from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
   from racer_jax.answer import choice_head
   from racer_jax.eval import answer_eval
   _, _, refiner_dir = retrieval_runs

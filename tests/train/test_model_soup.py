@@ -12,7 +12,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from racer_jax.agents.answer import LocalAnswerer
+from racer_jax.agents.answer_agent import LocalAnswerer
 from racer_jax.eval import answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.train import model_soup

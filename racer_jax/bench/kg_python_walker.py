@@ -130,22 +130,13 @@ def reference_walk(params, kg, emb, rel_emb, query, target, targets, start,
                 + weights.goal * (emb[nxt] @ target - emb[node] @ target) +
                 weights.reach * F32(nxt in targets))
       carry = ref.policy_advance(params, tables, carry, a["rel"], nxt)
-    probs = np.exp(log_probs)
-    for name, value in (
-        ("action", action), ("log_prob", log_probs[action]),
-        ("entropy", -np.sum(np.where(valid, probs * log_probs, F32(0)))),
-        ("teacher_forced", bool(forced[step])), ("teacher_action", teacher),
-        ("greedy_action", int(np.argmax(log_probs))), ("active", not done),
-        ("reward", reward)):
-      out[name].append(value)
+    ref.record_step(out, action, log_probs, valid, bool(forced[step]),
+                    teacher, int(np.argmax(log_probs)), not done, reward)
     if moved:
       node = nxt
     done = (done or not moved or t >= steps or
             (cfg.stop_at_target and reached))
-  dtypes = {"action": np.int32, "log_prob": F32, "entropy": F32,
-            "teacher_forced": bool, "teacher_action": np.int32,
-            "greedy_action": np.int32, "active": bool, "reward": F32}
-  result = {name: np.asarray(out[name], dtypes[name]) for name in dtypes}
+  result = ref.stack_steps(out)
   result.update(nodes=nodes, edges=edges, relations=relations,
                 reached=np.bool_(reached), length=np.int32(t),
                 oracle=np.bool_(d(int(start)) <= steps))

@@ -239,6 +239,33 @@ def _as_numpy(tree):
   return np.asarray(tree)
 
 
+STEP_DTYPES = {"action": np.int32, "log_prob": F32, "entropy": F32,
+               "teacher_forced": bool, "teacher_action": np.int32,
+               "greedy_action": np.int32, "active": bool, "reward": F32}
+
+
+def record_step(out, action, log_probs, valid, teacher_forced, teacher_action,
+                greedy_action, active, reward):
+  """Appends one step's Trajectory fields to `out` (name -> list).
+
+  log_probs, valid: [K + 1] over the K actions and STOP; the entropy counts the
+  valid ones only, as rl.rollout does.
+  """
+  probs = np.exp(log_probs)
+  for name, value in (
+      ("action", action), ("log_prob", log_probs[action]),
+      ("entropy", -np.sum(np.where(valid, probs * log_probs, F32(0)))),
+      ("teacher_forced", teacher_forced), ("teacher_action", teacher_action),
+      ("greedy_action", greedy_action), ("active", active), ("reward", reward)):
+    out[name].append(value)
+
+
+def stack_steps(out) -> dict:
+  """The lists of `record_step` as [T] arrays of the Trajectory's dtypes."""
+  return {name: np.asarray(out[name], dtype)
+          for name, dtype in STEP_DTYPES.items()}
+
+
 def reference_walk(params, inputs_row, rel_emb, start, actions=None, rng=None,
                    p_teacher=0.0, cfg: RolloutConfig = RolloutConfig(),
                    weights: RewardWeights = RewardWeights(), *, forced=None,
@@ -304,21 +331,13 @@ def reference_walk(params, inputs_row, rel_emb, start, actions=None, rng=None,
                                 prep["node_target"][node]) +
                 weights.reach * F32(prep["is_target"][nxt]))
       carry = policy_advance(params, tables, carry, rel, nxt)
-    probs = np.exp(log_probs)
-    for name, value in (
-        ("action", action), ("log_prob", log_probs[action]),
-        ("entropy", -np.sum(np.where(valid, probs * log_probs, F32(0)))),
-        ("teacher_forced", is_forced), ("teacher_action", teacher),
-        ("greedy_action", greedy), ("active", not done), ("reward", reward)):
-      out[name].append(value)
+    record_step(out, action, log_probs, valid, is_forced, teacher, greedy,
+                not done, reward)
     if moved:
       node = nxt
     done = (done or not moved or t >= steps or
             (cfg.stop_at_target and reached))
-  dtypes = {"action": np.int32, "log_prob": F32, "entropy": F32,
-            "teacher_forced": bool, "teacher_action": np.int32,
-            "greedy_action": np.int32, "active": bool, "reward": F32}
-  result = {name: np.asarray(out[name], dtypes[name]) for name in dtypes}
+  result = stack_steps(out)
   result.update(
       nodes=nodes, edges=edges, relations=relations, reached=np.bool_(reached),
       length=np.int32(t),

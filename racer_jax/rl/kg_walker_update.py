@@ -23,6 +23,7 @@ from racer_jax.rl.walker_update import (
   WalkerTrainConfig,
   _quality,
   finish_update,
+  greedy_walk_metrics,
   walker_objective,
 )
 
@@ -150,23 +151,9 @@ def make_kg_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig,
     valid = inputs.start_mask
     start_distance = jax.vmap(lambda d, s: d[s])(goals.distance,
                                                  inputs.starts)
-    reached = traj.reached & valid
-    big = jnp.iinfo(jnp.int32).max
-    shortest = jnp.min(jnp.where(reached, traj.length, big), axis=1)
-    active = traj.active & valid[..., None]
-    out = {
-        "reached": jnp.any(reached, axis=1),
-        "oracle": jnp.any(traj.oracle & valid, axis=1),
-        "distance": jnp.min(jnp.where(valid, start_distance.astype(
-            jnp.int32), wg.UNREACHABLE), axis=1),
-        "length": jnp.where(shortest == big, 0, shortest),
-        "agree": jnp.sum(active & (traj.greedy_action == traj.teacher_action),
-                         axis=(1, 2)),
-        "decisions": jnp.sum(active, axis=(1, 2)),
-        "valid": jnp.any(valid, axis=1),
-        "nodes": traj.nodes, "relations": traj.relations,
-        "edge_ids": traj.edges, "walk_reached": reached,
-    }
+    out = greedy_walk_metrics(traj, valid, traj.edges)
+    out["distance"] = jnp.min(jnp.where(
+        valid, start_distance.astype(jnp.int32), wg.UNREACHABLE), axis=1)
     if sampled_walkers:
       many = inputs.replace(
           starts=jax.vmap(lambda q: start_concepts(q, sampled_walkers)[0])(

@@ -205,6 +205,30 @@ def make_train_step(policy: WalkerPolicy, optimizer,
   return jax.jit(step, donate_argnums=(0,) if donate else ())
 
 
+def greedy_walk_metrics(traj, valid, edge_ids) -> dict:
+  """One choice's greedy walks, summed over walkers.
+
+  traj: a Trajectory of either rollout ([B, W, T] steps); valid bool [B, W]
+  (the walkers that start); edge_ids int32 [B, W, T]. Returns the per-choice
+  fields of `make_eval_step` (without the choice axis).
+  """
+  reached = traj.reached & valid
+  big = jnp.iinfo(jnp.int32).max
+  shortest = jnp.min(jnp.where(reached, traj.length, big), axis=1)
+  active = traj.active & valid[..., None]
+  return {
+      "reached": jnp.any(reached, axis=1),
+      "oracle": jnp.any(traj.oracle & valid, axis=1),
+      "length": jnp.where(shortest == big, 0, shortest),
+      "agree": jnp.sum(active & (traj.greedy_action == traj.teacher_action),
+                       axis=(1, 2)),
+      "decisions": jnp.sum(active, axis=(1, 2)),
+      "valid": jnp.any(valid, axis=1),
+      "nodes": traj.nodes, "relations": traj.relations,
+      "edge_ids": edge_ids, "walk_reached": reached,
+  }
+
+
 def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
   """``eval(params, batch, concept_emb, rel_emb, theta=None,
   memory=None)`` -> per question and
@@ -227,23 +251,8 @@ def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
                          _quality(cfg, memory))
     traj = rollout(policy, params, inputs, rel_emb, jax.random.PRNGKey(0),
                    0.0, greedy, cfg.reward)
-    valid = inputs.start_mask
-    reached = traj.reached & valid
-    big = jnp.iinfo(jnp.int32).max
-    shortest = jnp.min(jnp.where(reached, traj.length, big), axis=1)
-    active = traj.active & valid[..., None]
-    return {
-        "reached": jnp.any(reached, axis=1),
-        "oracle": jnp.any(traj.oracle & valid, axis=1),
-        "length": jnp.where(shortest == big, 0, shortest),
-        "agree": jnp.sum(active & (traj.greedy_action == traj.teacher_action),
-                         axis=(1, 2)),
-        "decisions": jnp.sum(active, axis=(1, 2)),
-        "valid": jnp.any(valid, axis=1),
-        "nodes": traj.nodes, "relations": traj.relations,
-        "edge_ids": global_edge_ids(batch, traj),
-        "walk_reached": reached,
-    }
+    return greedy_walk_metrics(traj, inputs.start_mask,
+                               global_edge_ids(batch, traj))
 
   def evaluate(params, batch, concept_emb, rel_emb, theta=None,
                memory=None):

@@ -11,16 +11,26 @@ QUIET = dict(progress=False, log=lambda _: None)
 
 
 @pytest.fixture(scope="session")
-def retrieval_runs(tmp_path_factory):
-  """``(config, walker_dir, refiner_dir)`` of small demo runs."""
+def walker_run(tmp_path_factory):
+  """``(config, walker_dir)`` of a small demo walker run that keeps a shared
+  memory. Copy ``config`` before changing it: the tests share it."""
   root = tmp_path_factory.mktemp("retrieval")
   config = test_config.get_config()
   config.prep_dir = str(root / "prep")
   config.memory.enabled = True
   walker_stage.train(config, None, root / "walker", **QUIET)
+  return config, root / "walker"
+
+
+@pytest.fixture(scope="session")
+def retrieval_runs(walker_run):
+  """``(config, walker_dir, refiner_dir)``: `walker_run`, then a refiner on
+  its paths."""
+  config, walker_dir = walker_run
+  root = walker_dir.parent
   config = config.copy_and_resolve_references()
-  config.stage = "refiner"
-  config.refiner.walker_workdir = str(root / "walker")
+  config.train.stage = "refiner"
+  config.refiner.walker_workdir = str(walker_dir)
   config.refiner.num_steps = 10
   config.refiner.paths_per_choice = 4
   config.refiner.hidden = 16

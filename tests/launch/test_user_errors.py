@@ -16,9 +16,9 @@ from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
-def walker_run(tmp_path_factory):
+def fake_walker_run(tmp_path_factory):
   """A folder that looks like a trained walker run (its config only)."""
-  folder = tmp_path_factory.mktemp("walker_run")
+  folder = tmp_path_factory.mktemp("fake_walker_run")
   (folder / "config.json").write_text(demo.get_config().to_json())
   return folder
 
@@ -48,9 +48,9 @@ def test_choices_are_checked():
     answer_one.checked_choices("  ", ["a", "b"])
 
 
-def test_a_walker_run_is_not_an_answer_run(walker_run):
+def test_a_walker_run_is_not_an_answer_run(fake_walker_run):
   with pytest.raises(ConfigError, match="is a walker run"):
-    answer_one.answer_run_config(walker_run)
+    answer_one.answer_run_config(fake_walker_run)
 
 
 def test_options_of_other_runs_are_refused():
@@ -111,9 +111,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_entry_points_fail_in_one_line(case, walker_run, tmp_path):
+def test_entry_points_fail_in_one_line(case, fake_walker_run, tmp_path):
   script, args, said = CASES[case]
-  line = _error_line(script, *[a.format(run=walker_run) for a in args],
+  line = _error_line(script, *[a.format(run=fake_walker_run) for a in args],
                      cwd=tmp_path)
   assert said in line, line
 

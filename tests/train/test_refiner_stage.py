@@ -11,35 +11,23 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import test as test_config
 from racer_jax.rl import rollout as rollout_lib
 from racer_jax.rl.walk_inputs import walk_inputs
 from racer_jax.runs import builders, refiner_state
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.walker_run import load_memory
 from racer_jax.runs.workspace import load_workspace
-from racer_jax.train import refiner_stage, walker_stage
+from racer_jax.train import refiner_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
 
 
-@pytest.fixture(scope="module")
-def walker_run(tmp_path_factory):
-  """A small walker run that keeps a shared memory."""
-  root = tmp_path_factory.mktemp("walker")
-  config = test_config.get_config()
-  config.prep_dir = str(root / "prep")
-  config.memory.enabled = True
-  walker_stage.train(config, None, root / "run", **QUIET)
-  return config, root
-
-
 def test_multipath_is_greedy_after_the_switch_and_distinct(walker_run):
-  config, root = walker_run
+  config, walker_dir = walker_run
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
   policy, state, _, _ = builders.restore_walker(
-      config, root / "run", embed_dim=ws.concept_emb.shape[1],
+      config, walker_dir, embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, **{"log": lambda _: None})
   cfg = builders.walker_train_config(config)
   rollout_cfg = cfg.rollout.__class__(**{
@@ -71,11 +59,11 @@ def test_multipath_is_greedy_after_the_switch_and_distinct(walker_run):
 
 @pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
 def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
-  config, root = walker_run
+  config, walker_dir = walker_run
   config = config.copy_and_resolve_references()
   config.memory.enabled = False
   config.train.stage = "refiner"
-  config.refiner.walker_workdir = str(root / "run")
+  config.refiner.walker_workdir = str(walker_dir)
   config.refiner.num_steps = 12
   config.refiner.paths_per_choice = 4
   config.refiner.hidden = 16
@@ -119,10 +107,10 @@ def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
 
 
 def test_memory_and_refiner_checkpoint_roundtrip(walker_run, tmp_path):
-  config, root = walker_run
+  config, walker_dir = walker_run
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
   _, state, _, _ = builders.restore_walker(
-      config, root / "run", embed_dim=ws.concept_emb.shape[1],
+      config, walker_dir, embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, log=lambda _: None)
   assert state.memory.num_edges == ws.kg.num_edges
   assert float(jnp.sum(state.memory.success)) > 0  # training filled it
@@ -133,7 +121,7 @@ def test_memory_and_refiner_checkpoint_roundtrip(walker_run, tmp_path):
   ckpt.close()
   chex.assert_trees_all_equal(restored, jax.device_get(state))
   # A new run seeded with this memory starts from exactly these counts.
-  seeded = load_memory(root / "run", ws.kg.num_edges,
+  seeded = load_memory(walker_dir, ws.kg.num_edges,
                                     ws.concept_emb.shape[1],
                                     log=lambda _: None)
   chex.assert_trees_all_equal(seeded, jax.device_get(state.memory))

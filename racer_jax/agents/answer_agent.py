@@ -24,7 +24,7 @@ import numpy as np
 from racer_jax.agents import llm
 from racer_jax.answer import choice_head_step, cross_encoder_step
 from racer_jax.answer import cross_encoder as ce
-from racer_jax.runs.checkpoints import Checkpointer, restore_template
+from racer_jax.runs.checkpoints import restore_run, restore_template
 from racer_jax.text.minilm import MiniLMEncoder
 from racer_jax.answer.choice_head_step import head_probs
 
@@ -91,14 +91,9 @@ class LocalAnswerer:
     else:
       model, _, template = restore_template(cross_encoder_step.create_state,
                                             config, self.tokenizer, 1)
-    ckpt = Checkpointer(workdir / "checkpoints")
-    restored = ckpt.restore_latest(template, log=log)
-    ckpt.close()
-    if restored is None:
-      raise FileNotFoundError(f"no answer checkpoint in {workdir}")
-    self.step = restored[2]
-    self.state = restored[0]  # the whole train state (model soups)
-    self._params = restored[0].params
+    self.state, _, self.step = restore_run(workdir, template, "answer",
+                                           log=log)
+    self._params = self.state.params  # (the whole state: model soups)
     self._model = model
     self.uses_knowledge = bool(config.answer.knowledge_workdir)
     self.uses_evidence = bool(config.answer.get("evidence_workdir", ""))

@@ -25,7 +25,7 @@ from racer_jax.answer.path_text import RetrievedPath, Triple
 from racer_jax.memory import edge_memory
 from racer_jax.refine import refiner_update
 from racer_jax.runs import builders
-from racer_jax.runs.checkpoints import Checkpointer, restore_template
+from racer_jax.runs.checkpoints import restore_run, restore_template
 from racer_jax.runs.refiner_state import (
   create_state,
   load_walker,
@@ -141,13 +141,9 @@ class GraphAgent:
     refiner, _, template = restore_template(create_state, rconfig,
                                             ws.concept_emb.shape[1],
                                             wconfig.walker.max_steps)
-    ckpt = Checkpointer(refiner_workdir / "checkpoints")
-    restored = ckpt.restore_latest(template, log=log)
-    ckpt.close()
-    if restored is None:
-      raise FileNotFoundError(f"no refiner checkpoint in {refiner_workdir}")
-    self.refiner_step = restored[2]
-    self._params = restored[0].params
+    state, _, self.refiner_step = restore_run(refiner_workdir, template,
+                                              "refiner", log=log)
+    self._params = state.params
     self._walker_params = wstate.params
     self._walker_cfg = builders.walker_train_config(wconfig)
     if rollout_overrides:

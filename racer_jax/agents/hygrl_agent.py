@@ -21,7 +21,7 @@ from racer_jax.agents.templates import Triple
 from racer_jax.answer.path_text import RetrievedPath
 from racer_jax.rl import hygrl
 from racer_jax.runs import builders
-from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.hygrl_state import create_state
 
 _SHARED = ("data", "kg", "grounding", "subgraph", "batch", "text")
@@ -92,12 +92,8 @@ class HyGRLGraphAgent:
                          "from the retrieval run's; train HyGRL on the same "
                          "data settings")
     policy, _, template = create_state(config, ws.concept_emb.shape[1])
-    ckpt = Checkpointer(hygrl_workdir / "checkpoints")
-    restored = ckpt.restore_latest(template, log=log)
-    ckpt.close()
-    if restored is None:
-      raise FileNotFoundError(f"no HyGRL checkpoint in {hygrl_workdir}")
-    state, record, _ = restored
+    state, record, _ = restore_run(hygrl_workdir, template, "HyGRL",
+                                   log=log)
     self._params = state.params
     self._theta = np.asarray(record["theta"], np.float32)
     self._eval = hygrl.make_retrieval_eval(policy,

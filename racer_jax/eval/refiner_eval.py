@@ -30,7 +30,7 @@ import tqdm
 
 from racer_jax.refine import refiner_update
 from racer_jax.runs import builders
-from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.refiner_state import (
   create_state,
   load_walker,
@@ -91,12 +91,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
       config.refiner.walker_workdir, ws, log)
   refiner, _, template = create_state(config, ws.concept_emb.shape[1],
                                       wconfig.walker.max_steps)
-  ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
-  restored = ckpt.restore_latest(template, step=step, log=log)
-  ckpt.close()
-  if restored is None:
-    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}")
-  state, _, step = restored
+  state, _, step = restore_run(workdir, template, "refiner", step=step,
+                               log=log)
   evaluate_fn = refiner_update.make_refiner_eval(
       refiner, walker, builders.walker_train_config(wconfig),
       refiner_config(config, wconfig), top_ks=tuple(top_ks))

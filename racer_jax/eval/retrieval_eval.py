@@ -25,7 +25,7 @@ import tqdm
 
 from racer_jax.rl import hygrl
 from racer_jax.runs import builders
-from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.hygrl_state import create_state
 from racer_jax.runs.workspace import load_workspace
 
@@ -82,13 +82,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
                       [split], progress=progress, log=log)
   policy, _, template = create_state(config, ws.concept_emb.shape[1])
-  ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
-  restored = ckpt.restore_latest(template, step=step, log=log)
-  ckpt.close()
-  if restored is None:
-    raise FileNotFoundError(f"no checkpoint in {workdir / 'checkpoints'}: "
-                            "run launch/train.py first")
-  state, record, step = restored
+  state, record, step = restore_run(workdir, template, "HyGRL", step=step,
+                                    log=log)
   theta = np.asarray(record["theta"], np.float32)
   evaluate_fn = hygrl.make_retrieval_eval(policy, builders.hygrl_config(config))
   out_dir = workdir / "eval"

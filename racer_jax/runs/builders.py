@@ -15,7 +15,7 @@ from racer_jax.rl import walker_update as train_lib
 from racer_jax.rl.hygrl import HyGRLConfig
 from racer_jax.rl.policy import HyGRLPolicy, WalkerPolicy
 from racer_jax.rl.rollout import RolloutConfig
-from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.workspace import load_workspace
 
 
@@ -54,14 +54,8 @@ def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
   template = jax.eval_shape(lambda: train_lib.create_train_state(
       policy, optimizer, config.seed, embed_dim,
       memory_edges=num_edges if memory_on(config) else 0))
-  ckpt = Checkpointer(Path(workdir) / "checkpoints",
-                      config.train.max_to_keep)
-  restored = ckpt.restore_latest(template, step=step, log=log)
-  ckpt.close()
-  if restored is None:
-    raise FileNotFoundError(f"no checkpoint in {Path(workdir)}/checkpoints:"
-                            " run launch/train.py first")
-  state, record, step = restored
+  state, record, step = restore_run(workdir, template, "walker", step=step,
+                                    log=log)
   # device arrays (the memory is updated with .at[] scatters)
   return policy, jax.tree.map(jax.numpy.asarray, state), record, step
 

@@ -121,6 +121,26 @@ class Checkpointer:
     self.manager.close()
 
 
+def restore_run(workdir, template, what: str = "", step: int | None = None,
+                log: Callable[[str], None] = print) -> tuple[Any, dict, int]:
+  """``(state, record, step)`` of a trained run's ``<workdir>/checkpoints``.
+
+  ``step`` None takes the newest readable checkpoint. ``what`` names the run
+  in the error ("refiner", "answer", ...) when there is no checkpoint.
+  """
+  folder = Path(workdir) / "checkpoints"
+  ckpt = Checkpointer(folder)
+  try:
+    restored = ckpt.restore_latest(template, step=step, log=log)
+  finally:
+    ckpt.close()
+  if restored is None:
+    kind = f"{what} " if what else ""
+    raise FileNotFoundError(f"no {kind}checkpoint in {folder}: run "
+                            "launch/train.py first")
+  return restored
+
+
 def _is_closed_loop_callback(unraisable) -> bool:
   return (isinstance(unraisable.exc_value, RuntimeError)
           and str(unraisable.exc_value) == "Event loop is closed")

@@ -37,3 +37,9 @@ class ConfigError(RacerError, ValueError):
 
 class CheckpointError(RacerError, RuntimeError):
   """No checkpoint of a run could be restored (names the folder and why)."""
+
+
+class LLMError(RacerError, RuntimeError):
+  """An LLM backend that cannot work at all (a rejected key, an unknown
+  model, an endpoint that is not there), or a run whose answers did not come
+  from the LLM when they were required to (``--require_llm``)."""

@@ -1,15 +1,20 @@
 """The Gemini backend through the real google-genai client against a local
-stub server: success, retries, timeouts, malformed and schema-violating
-JSON, empty candidates, concurrency, the SQLite cache, and key hygiene."""
+stub that answers as the Gemini API documents: success, thinking settings,
+every finish reason and fault mapped to its category, retries that wait
+what the server asks, faults that stop the run, concurrency, the SQLite
+cache, and key hygiene."""
 
 import json
 import multiprocessing
 import threading
+import time
 
 import pytest
 
-from racer_jax.agents import llm
+from racer_jax.agents import gemini_backend, llm, llm_usage
 from racer_jax.agents.llm_cache import ResponseCache, cache_key
+from racer_jax.errors import ConfigError, LLMError
+from tests.agents import stub_gemini
 from tests.agents.stub_gemini import StubGemini, prompt_text, reply_body
 
 KEY = "sentinel-key-0123456789"
@@ -17,12 +22,14 @@ SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}},
           "required": ["answer"]}
 
 
-def backend(stub, tmp_path=None, **kwargs):
+def backend(stub, tmp_path=None, model="gemini-test", settings=None,
+            **kwargs):
   kwargs.setdefault("initial_delay_s", 0.05)
   kwargs.setdefault("max_delay_s", 0.1)
   cache = ResponseCache(tmp_path / "cache.sqlite") if tmp_path else None
-  return llm.GeminiBackend("gemini-test", api_key=KEY, base_url=stub.url,
-                           cache=cache, **kwargs)
+  return gemini_backend.GeminiBackend(
+      model, api_key=KEY, base_url=stub.url, cache=cache,
+      settings=settings or llm.GenerationSettings(), **kwargs)
 
 
 def test_success_parses_schema_and_usage():
@@ -31,6 +38,7 @@ def test_success_parses_schema_and_usage():
     reply = b.generate("be brief", "pick one", SCHEMA)
   assert reply.ok and reply.parsed == {"answer": 2}
   assert (reply.input_tokens, reply.output_tokens) == (11, 7)
+  assert reply.finish_reason == "STOP"
   req = stub.requests[0]
   assert req["path"] == "/v1/models/gemini-test:generateContent"
   assert req["headers"]["x-goog-api-key"] == KEY
@@ -41,31 +49,63 @@ def test_success_parses_schema_and_usage():
   assert "be brief" in json.dumps(req["json"]["systemInstruction"])
 
 
-def test_429_and_500_are_retried_by_the_sdk():
-  with StubGemini(lambda req: json.dumps({"answer": 1})) as stub:
-    stub.script.extend([(429, {"error": {"code": 429, "message": "slow",
-                                         "status": "RESOURCE_EXHAUSTED"}}, 0),
-                        (500, {"error": {"code": 500, "message": "oops",
-                                         "status": "INTERNAL"}}, 0)])
+@pytest.mark.parametrize("model,level,thinking", [
+    ("gemini-3.5-flash", "low", {"thinkingLevel": "LOW"}),
+    ("gemini-2.5-flash", "low", {"thinkingBudget": 1024}),
+    ("gemini-3.5-flash", "", {"thinkingBudget": 1024}),
+])
+def test_thinking_leaves_room_for_the_answer(model, level, thinking):
+  """The cap sent is the reply's room plus the thinking budget; Gemini 3
+  gets thinking_level, 2.x the budget (the API refuses both at once)."""
+  settings = llm.GenerationSettings(max_output_tokens=512,
+                                    thinking_budget=1024,
+                                    thinking_level=level)
+  with StubGemini(lambda req: "{}") as stub:
+    backend(stub, model=model, settings=settings).generate("s", "u")
+  config = stub.requests[0]["json"]["generationConfig"]
+  assert config["maxOutputTokens"] == 1536
+  camel = {"".join(w.capitalize() if i else w for i, w in
+                   enumerate(k.split("_"))): v
+           for k, v in config["thinkingConfig"].items()}
+  assert camel == thinking  # (the SDK may send the proto's snake_case)
+
+
+def test_thinking_only_max_tokens_is_truncated_never_an_answer():
+  """The reply users of Gemini 2.5/3 Flash report as empty: thinking used
+  the whole cap, no text part, MAX_TOKENS. It is 'truncated' (with the
+  thinking tokens said), not 'empty', and never parsed as an answer."""
+  with StubGemini() as stub:
+    stub.script.append((200, stub_gemini.thinking_only_max_tokens(512), 0))
     reply = backend(stub).generate("s", "u", SCHEMA)
-  assert reply.ok and reply.parsed == {"answer": 1}
-  assert len(stub.requests) == 3
+  assert reply.error == "truncated" and reply.parsed is None
+  assert reply.thinking_tokens == 512 and reply.finish_reason == "MAX_TOKENS"
+  assert "512 thinking" in reply.detail
 
 
-def test_persistent_server_error_ends_in_a_categorized_failure():
+def test_max_tokens_with_a_parseable_prefix_is_still_truncated():
   with StubGemini() as stub:
-    stub.script.extend([(503, {"error": {"code": 503, "message": "down",
-                                         "status": "UNAVAILABLE"}}, 0)] * 3)
-    reply = backend(stub, attempts=3).generate("s", "u")
-  assert not reply.ok and reply.error == "http_503"
-  assert len(stub.requests) == 3
+    stub.script.append((200, reply_body('{"answer": 1}', finish="MAX_TOKENS"),
+                        0))
+    reply = backend(stub).generate("s", "u", SCHEMA)
+  assert reply.error == "truncated" and reply.parsed is None
 
 
-def test_slower_than_the_timeout_is_a_timeout_not_a_crash():
+@pytest.mark.parametrize("body,error,finish", [
+    (stub_gemini.safety_stop(), "blocked", "SAFETY"),
+    (reply_body("", finish="RECITATION"), "blocked", "RECITATION"),
+    (reply_body("x", finish="PROHIBITED_CONTENT"), "blocked",
+     "PROHIBITED_CONTENT"),
+    (stub_gemini.prompt_blocked(), "blocked", "PROHIBITED_CONTENT"),
+    ({"candidates": [], "usageMetadata": {"promptTokenCount": 3}}, "empty",
+     ""),
+    (reply_body(""), "empty", "STOP"),
+])
+def test_finish_reasons_map_to_their_category(body, error, finish):
   with StubGemini() as stub:
-    stub.script.append((200, reply_body("late"), 3.0))
-    reply = backend(stub, timeout_s=0.5, attempts=1).generate("s", "u")
-  assert reply.error == "timeout" and reply.latency_s < 2.5
+    stub.script.append((200, body, 0))
+    reply = backend(stub).generate("s", "u", SCHEMA)
+  assert (reply.error, reply.finish_reason) == (error, finish)
+  assert reply.text is None and reply.parsed is None
 
 
 @pytest.mark.parametrize("text,error", [
@@ -79,17 +119,80 @@ def test_bad_json_replies(text, error):
   assert reply.error == error and reply.parsed is None
 
 
-def test_empty_candidate_list():
+def test_429_waits_the_retry_delay_gemini_asks():
+  """Gemini's 429 carries google.rpc.RetryInfo; the retry comes after it."""
+  with StubGemini(lambda req: json.dumps({"answer": 1})) as stub:
+    stub.script.append((429, stub_gemini.error_body(
+        429, "RESOURCE_EXHAUSTED", "quota", retry_delay_s=0.6), 0))
+    reply = backend(stub).generate("s", "u", SCHEMA)
+  assert reply.ok and reply.attempts == 2
+  gap = stub.requests[1]["time"] - stub.requests[0]["time"]
+  assert gap >= 0.55  # the backoff alone would be ~0.05 s
+
+
+def test_a_wait_longer_than_allowed_is_not_sat_out():
   with StubGemini() as stub:
-    stub.script.append((200, {"candidates": [],
-                              "usageMetadata": {"promptTokenCount": 3}}, 0))
-    reply = backend(stub).generate("s", "u")
-  assert reply.error == "empty" and reply.text is None
+    stub.script.append((429, stub_gemini.error_body(
+        429, "RESOURCE_EXHAUSTED", "daily quota", retry_delay_s=3600), 0))
+    reply = backend(stub, max_retry_wait_s=5).generate("s", "u")
+  assert reply.error == "rate_limited" and len(stub.requests) == 1
+
+
+def test_503_is_retried_then_a_server_error():
+  with StubGemini(lambda req: json.dumps({"answer": 1})) as stub:
+    stub.script.extend([(503, stub_gemini.error_body(
+        503, "UNAVAILABLE", "down"), 0)] * 3)
+    reply = backend(stub, attempts=3).generate("s", "u", SCHEMA)
+    assert reply.error == "server_error" and len(stub.requests) == 3
+    stub.script.append((500, stub_gemini.error_body(500, "INTERNAL"), 0))
+    again = backend(stub).generate("s", "u2", SCHEMA)
+  assert again.ok and again.attempts == 2
+
+
+def test_slower_than_the_timeout_is_a_timeout_not_a_crash():
+  with StubGemini() as stub:
+    stub.script.append((200, reply_body("late"), 3.0))
+    reply = backend(stub, timeout_s=0.5, attempts=1).generate("s", "u")
+  assert reply.error == "timeout" and reply.latency_s < 2.5
+
+
+@pytest.mark.parametrize("status,name,category", [
+    (401, "UNAUTHENTICATED", "rejected"),
+    (403, "PERMISSION_DENIED", "rejected"),
+    (404, "NOT_FOUND", "no such model"),
+])
+def test_faults_no_retry_can_mend_stop_at_the_first_call(status, name,
+                                                         category):
+  with StubGemini() as stub:
+    stub.script.extend([(status, stub_gemini.error_body(status, name),
+                         0)] * 5)
+    b = backend(stub)
+    with pytest.raises(LLMError) as e:
+      b.generate_many([llm.Request("s", f"u{i}") for i in range(5)])
+  assert len(stub.requests) == 1  # one call, not five fallbacks
+  text = str(e.value)
+  assert category in text and "gemini-test" in text and stub.url in text
+  assert KEY not in text
+
+
+def test_an_endpoint_that_is_not_there_stops_the_run():
+  b = gemini_backend.GeminiBackend(
+      "gemini-test", api_key=KEY, base_url="http://127.0.0.1:9",
+      attempts=2, initial_delay_s=0.01, max_delay_s=0.02)
+  with pytest.raises(LLMError, match="could not be reached"):
+    b.generate("s", "u")
+
+
+def test_check_model_asks_without_a_paid_call():
+  with StubGemini(models=["gemini-test"]) as stub:
+    assert backend(stub).check_model() == "listed"
+    with pytest.raises(LLMError, match="no such model"):
+      backend(stub, model="gemini-nope").check_model()
+  assert not stub.requests  # no generateContent
 
 
 def test_concurrent_calls_are_bounded_and_ordered():
   def slow_echo(req):
-    import time
     time.sleep(0.2)
     return prompt_text(req).upper()
 
@@ -104,7 +207,7 @@ def test_cache_makes_a_rerun_free(tmp_path):
   with StubGemini(lambda req: json.dumps({"answer": 3})) as stub:
     first = backend(stub, tmp_path).generate_many(
         [llm.Request("s", f"u{i}", SCHEMA) for i in range(4)])
-    report = llm.UsageReport()
+    report = llm_usage.UsageReport()
     again = backend(stub, tmp_path).generate_many(
         [llm.Request("s", f"u{i}", SCHEMA) for i in range(4)])
     for r in again:
@@ -114,6 +217,18 @@ def test_cache_makes_a_rerun_free(tmp_path):
   assert not any(r.cache_hit for r in first)
   assert report.to_dict()["llm_new_calls"] == 0
   assert report.to_dict()["input_tokens"] == 0
+
+
+@pytest.mark.parametrize("change", [
+    dict(model="gemini-other"),
+    dict(settings=llm.GenerationSettings(temperature=0.7)),
+    dict(settings=llm.GenerationSettings(thinking_budget=0)),
+])
+def test_cache_key_holds_model_and_generation_settings(tmp_path, change):
+  with StubGemini(lambda req: json.dumps({"answer": 3})) as stub:
+    backend(stub, tmp_path).generate("s", "u", SCHEMA)
+    backend(stub, tmp_path, **change).generate("s", "u", SCHEMA)
+  assert len(stub.requests) == 2
 
 
 def test_failures_are_not_cached(tmp_path):
@@ -132,11 +247,11 @@ def _writer(path, start):
 
 def test_cache_is_safe_under_concurrent_writers(tmp_path):
   path = tmp_path / "c.sqlite"
-  ResponseCache(path)
   ctx = multiprocessing.get_context("spawn")
-  procs = [ctx.Process(target=_writer, args=(path, 50 * k)) for k in range(3)]
-  threads = [threading.Thread(target=_writer, args=(path, 150 + 50 * k))
-             for k in range(3)]
+  # processes first, on a file none has created yet (the start-up race)
+  procs = [ctx.Process(target=_writer, args=(path, 50 * k)) for k in range(4)]
+  threads = [threading.Thread(target=_writer, args=(path, 200 + 50 * k))
+             for k in range(2)]
   for w in procs + threads:
     w.start()
   for w in procs + threads:
@@ -144,17 +259,18 @@ def test_cache_is_safe_under_concurrent_writers(tmp_path):
   assert all(p.exitcode == 0 for p in procs)
   cache = ResponseCache(path)
   assert len(cache) == 300
-  assert cache.get(cache_key("b", "m", "s", "123", None)) == ("t123", 123, 1)
+  assert cache.get(cache_key("b", "m", "s", "123", None)) == ("t123", 123, 1,
+                                                              0)
 
 
 def test_key_never_leaks(tmp_path):
   with StubGemini() as stub:
-    stub.script.append((401, {"error": {"code": 401, "message": "bad key",
-                                        "status": "UNAUTHENTICATED"}}, 0))
+    stub.script.append((400, stub_gemini.error_body(
+        400, "INVALID_ARGUMENT", f"bad request with key={KEY}"), 0))
     b = backend(stub, tmp_path)
     reply = b.generate("s", "u")
     b.generate("s", "v")
-  assert reply.error == "http_401"
+  assert reply.error == "bad_request"
   assert KEY not in repr(b) and KEY not in repr(reply)
   for f in tmp_path.rglob("*"):
     if f.is_file():
@@ -162,7 +278,7 @@ def test_key_never_leaks(tmp_path):
 
 
 def test_missing_key_is_a_config_error(monkeypatch):
-  for name in llm.KEY_VARIABLES:
+  for name in gemini_backend.KEY_VARIABLES:
     monkeypatch.delenv(name, raising=False)
-  with pytest.raises(llm.ConfigError, match="GEMINI_API_KEY"):
-    llm.GeminiBackend("m")
+  with pytest.raises(ConfigError, match="GEMINI_API_KEY"):
+    gemini_backend.GeminiBackend("m")

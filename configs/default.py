@@ -188,12 +188,41 @@ def get_config() -> ml_collections.ConfigDict:
 
   # The agents' collaboration loop and the LLM backends.
   config.agents = ml_collections.ConfigDict()
-  config.agents.backend = "local"       # or "gemini" (needs a key)
-  config.agents.model = "gemini-2.5-flash"
-  config.agents.base_url = ""           # e.g. a local test server
+  # backend: "local" (the trained JAX models, offline), "gemini"
+  # (google-genai; key in GEMINI_API_KEY) or "openai" (the openai SDK:
+  # OpenAI itself with OPENAI_API_KEY, or any OpenAI-compatible server at
+  # base_url: vLLM, SGLang, Ollama, llama.cpp). Chosen when evaluating
+  # (launch/evaluate.py --backend --model --base_url --llm_setting).
+  config.agents.backend = "local"
+  config.agents.model = ""              # "": gemini-3.5-flash for gemini
+  config.agents.base_url = ""           # e.g. http://127.0.0.1:8000/v1
   config.agents.timeout_s = 60.0
-  config.agents.attempts = 4            # SDK retries on 408/429/5xx
+  config.agents.attempts = 4            # tries on 408/429/5xx/timeouts
+  config.agents.max_retry_wait_s = 60.0  # longest Retry-After honoured
   config.agents.max_concurrency = 8
+  config.agents.temperature = 0.0
+  # the room for a reply's visible text, and the thinking tokens allowed
+  # on top of it: the cap sent is their sum, since thinking counts against
+  # it (Gemini's maxOutputTokens, OpenAI's max_completion_tokens); -1:
+  # thinking left to the model, no cap sent; 0: thinking off where allowed
+  config.agents.max_output_tokens = 512
+  config.agents.thinking_budget = 1024
+  # Gemini 3's thinking_level (minimal | low | medium | high; Gemini 2.x
+  # gets thinking_budget instead); "": the budget alone
+  config.agents.thinking_level = "low"
+  # the openai backend's reasoning_effort for reasoning models ("": not
+  # sent), and how it asks for JSON: auto (json_schema, else llama-cpp-
+  # python's json_object with a schema), json_schema, json_object_schema,
+  # json_object or none
+  config.agents.reasoning_effort = ""
+  config.agents.structured_output = "auto"
+  # the share of final answers the LLM must have given for a run's accuracy
+  # to count as the LLM's (the report's first line says when it is not;
+  # --require_llm makes it an error)
+  config.agents.min_llm_answered = 0.98
+  # False: the LLM agents see question and choices without the walker's
+  # paths (the "without paths" arm of a comparison; prompts otherwise equal)
+  config.agents.show_paths = True
   config.agents.max_turns = 3
   # LLM backends: worked examples per prompt, drawn from the answer run's
   # validation slice (training questions; racer_jax/agents/few_shot.py) by
@@ -209,9 +238,6 @@ def get_config() -> ml_collections.ConfigDict:
   # rejected are "flag"ged or "drop"ped
   config.agents.template = "memory"
   config.agents.rejected_edges = "flag"
-  # upper bound on an LLM reply's tokens (max_output_tokens; the dry run's
-  # output-token bound)
-  config.agents.max_output_tokens = 512
   config.agents.temperature_step = 0.5  # added per UNSURE round
   config.agents.graph = "walker"        # or "hygrl", "explorer" (LLM)
   config.agents.hygrl_workdir = ""      # the HyGRL run for graph=hygrl

@@ -6,9 +6,8 @@ r"""Answers one question with the four agents and shows the reasoning paths
       --choices "oven,freezer,table,library,car"
 
 ``--workdir`` is an answer run. Prints the answer, its confidence, the
-critic's verdict per round and the reasoning paths; ``--format=json`` one
-JSON object instead; ``--plot=out.png`` draws the paths; ``--dry_run`` with
-``--backend=gemini`` prints the prompts the agents would send.
+critic's verdicts and the reasoning paths (``--format=json``: one JSON
+object; ``--plot=out.png``: a drawing; ``--dry_run``: the LLM's prompts).
 """
 
 import json
@@ -29,10 +28,14 @@ _DATA_DIR = flags.DEFINE_string(
     "data_dir", None, "Data directory (default: $RACER_DATA_DIR).")
 _FORMAT = flags.DEFINE_enum("format", "text", ["text", "json"],
                             "Output format.")
-_BACKEND = flags.DEFINE_enum("backend", None, ["local", "gemini"],
+_BACKEND = flags.DEFINE_enum("backend", None, ["local", "gemini", "openai"],
                              "LLM backend (default: the run's config).")
-_API_KEY = flags.DEFINE_string("api_key", None, "Gemini API key (default: "
-                               "$GEMINI_API_KEY / $GOOGLE_API_KEY).")
+_MODEL = flags.DEFINE_string("model", None, "LLM model name.")
+_BASE_URL = flags.DEFINE_string("base_url", None, "LLM endpoint URL.")
+_LLM_SETTING = flags.DEFINE_list("llm_setting", [], "agents.FIELD=VALUE "
+                                 "for the LLM (see launch/evaluate.py).")
+_API_KEY = flags.DEFINE_string("api_key", None, "API key (default: "
+                               "$GEMINI_API_KEY / $OPENAI_API_KEY).")
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 _ENSEMBLE = flags.DEFINE_list(
     "ensemble", [], "More answer runs trained on --workdir's triples and "
@@ -41,10 +44,9 @@ _RETRIEVAL = flags.DEFINE_string(
     "retrieval_workdir", None, "For an answer run trained without paths: "
     "the GraphAgent's refiner run.")
 _DRY_RUN = flags.DEFINE_bool(
-    "dry_run", False, "With --backend=gemini: print the prompts the agents "
+    "dry_run", False, "With an LLM backend: print the prompts the agents "
     "would send and their token counts; nothing is sent.")
-_PLOT = flags.DEFINE_string("plot", None, "Draw the reasoning paths to this "
-                            "PNG (matplotlib).")
+_PLOT = flags.DEFINE_string("plot", None, "Draw the paths to this PNG.")
 
 
 def main():
@@ -52,6 +54,8 @@ def main():
   choices = answer_one.checked_choices(_QUESTION.value, _CHOICES.value)
   pipeline = answer_one.open_pipeline(
       _WORKDIR.value, _DATA_DIR.value, backend=_BACKEND.value,
+      model=_MODEL.value, base_url=_BASE_URL.value,
+      llm_settings=_LLM_SETTING.value,
       retrieval_workdir=_RETRIEVAL.value, api_key=_API_KEY.value,
       ensemble=_ENSEMBLE.value, dry_run=_DRY_RUN.value,
       log=lambda m: print(m, file=sys.stderr))

@@ -48,6 +48,7 @@ def main():
                                       options, progress=_PROGRESS.value)
   print(evaluate_run.figures_text(figures, kind, _WORKDIR.value))
   print(json.dumps(figures, sort_keys=True))
+  evaluate_run.check_required(figures, options)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import pytest
 
 # The trained demo runs (walker, refiner, answer models) that tests in
 # several folders share, each trained once per session.
-pytest_plugins = ["tests.trained_runs"]
+pytest_plugins = ["tests.trained_runs", "tests.real_llm"]
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from ml_collections import config_flags
 
 from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import llm
+from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.tools import (
   FUNCTIONS,
   GraphTools,
@@ -94,8 +94,8 @@ _reply_text = st.one_of(_json_like.map(json.dumps), st.text(max_size=30),
 @SETTINGS
 @given(text=_reply_text)
 def test_llm_json_replies_parse_or_name_the_error(text):
-  for schema in (answer_lib.ANSWER_SCHEMA, critic_lib.CRITIC_SCHEMA):
-    parsed, error = llm._parse(text, schema)
+  for schema in (answer_lib.answer_schema(5), critic_lib.CRITIC_SCHEMA):
+    parsed, error = llm.parse_reply(text, schema)
     if error is None:
       assert isinstance(parsed, dict) and set(schema["required"]) <= set(
           parsed)
@@ -115,7 +115,7 @@ class _ScriptedBackend:
     out = []
     for i, r in enumerate(requests):
       text = self.texts[i % len(self.texts)]
-      parsed, error = llm._parse(text, r.schema)
+      parsed, error = llm.parse_reply(text, r.schema)
       out.append(llm.LLMReply(text, parsed, 3, 2, backend=self.name,
                               error=error))
     return out
@@ -134,7 +134,7 @@ class _FallbackAnswerer:
 @given(texts=st.lists(_reply_text, min_size=1, max_size=4),
        num_choices=st.integers(2, 5))
 def test_llm_answerer_always_ends_in_a_valid_choice(texts, num_choices):
-  report = llm.UsageReport()
+  report = llm_usage.UsageReport()
   answerer = answer_lib.LLMAnswerer(_ScriptedBackend(texts),
                                     _FallbackAnswerer(), report)
   request = answer_lib.AnswerRequest("q?", [f"c{i}" for i in

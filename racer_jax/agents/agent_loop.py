@@ -73,6 +73,9 @@ class QuestionResult:
   choice_concepts: list[list[str]] | None = None
   # edge counts (success or failure) its gold answer added to the memory
   memory_label_updates: int = 0
+  # which LLM the agents used (backend, model, base_url, settings); None:
+  # the local models alone
+  llm_identity: dict | None = None
 
   @property
   def correct(self) -> bool | None:
@@ -95,17 +98,24 @@ class QuestionResult:
             for ps in r.paths + r.choice_triples for p in ps
             for t in p.triples]
 
+  @property
+  def answered_by(self) -> str:
+    """Who gave the final answer: an LLM backend's name, or ``local``."""
+    return self.rounds[self.deciding_turn].answer.backend
+
   def llm_usage(self) -> dict:
     """LLM calls and new tokens this question cost (all rounds)."""
-    calls = tokens_in = tokens_out = 0
+    calls = tokens_in = tokens_out = thinking = 0
     for r in self.rounds:
       for u in (r.answer.llm, r.verdict.llm):
         if u:
           calls += 1
           tokens_in += u["input_tokens"]
           tokens_out += u["output_tokens"]
+          thinking += u.get("thinking_tokens", 0)
     return {"llm_calls": calls, "input_tokens": tokens_in,
-            "output_tokens": tokens_out, "tokens": tokens_in + tokens_out}
+            "output_tokens": tokens_out, "thinking_tokens": thinking,
+            "tokens": tokens_in + tokens_out + thinking}
 
   def explain(self) -> str:
     """The answer, the critic's verdict per round and the reasoning paths
@@ -167,6 +177,7 @@ class QuestionResult:
                                         self.choice_evidence
                                         for t in p.triples],
             "seconds": self.seconds, **self.llm_usage(),
+            "answered_by": self.answered_by, "llm": self.llm_identity,
             "memory_label_updates": self.memory_label_updates,
             "choice_concepts": self.choice_concepts, "rounds": rounds}
 
@@ -204,6 +215,8 @@ class Collaboration:
   # False: an answerer trained without paths — the paths are the critic's
   # support and the evidence, the answerer sees only the other knowledge
   paths_to_answerer: bool = True
+  # the LLM behind the answerer and critic (written into every result)
+  llm_identity: dict | None = None
 
   def run_batch(self, batch, examples, rng) -> list[QuestionResult]:
     """All real questions of ``batch``; ``examples[i]`` is the dataset's
@@ -273,7 +286,7 @@ class Collaboration:
       conf = float(rounds[turn].answer.probs[choice])
       result = QuestionResult(index[b], ex.id, ex.stem, list(ex.choices),
                               ex.answer_index, choice, conf, b in decided,
-                              turn, rounds)
+                              turn, rounds, llm_identity=self.llm_identity)
       if self.learn_from_labels and ex.answer_index is not None:
         result.memory_label_updates = self.graph.record(
             result.evidence, edge_memory.SUCCESS if result.correct

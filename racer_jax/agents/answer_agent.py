@@ -7,7 +7,8 @@ templated knowledge, with the prompt and raw output kept for inspection.
   knowledge (seeds, epochs, learning rates and the extra text — similar
   questions, open-book facts — may differ), their choice probabilities
   averaged with equal weights.
-* :class:`LLMAnswerer`: a text LLM backend (Gemini) with a JSON schema; a
+* :class:`LLMAnswerer`: a text LLM backend (Gemini, or OpenAI's API) with
+  a JSON schema; a
   failed or invalid reply falls back to the local answerer for that question
   and is counted in the run report.
 """
@@ -15,13 +16,14 @@ templated knowledge, with the prompt and raw output kept for inspection.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
 import ml_collections
 import numpy as np
 
-from racer_jax.agents import llm
+from racer_jax.agents import llm, llm_usage
 from racer_jax.answer import choice_head_step, cross_encoder_step
 from racer_jax.answer import cross_encoder as ce
 from racer_jax.runs.checkpoints import restore_run, restore_template
@@ -259,27 +261,43 @@ class EnsembleAnswerer:
 ANSWER_SYSTEM = (
     "You answer multiple-choice commonsense questions. Each choice comes "
     "with knowledge-graph facts found for it; they may be noisy. Reply with "
-    "JSON: the 0-based index of the best choice, your confidence in [0, 1], "
-    "and a one-sentence rationale citing the facts you used.")
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {"answer": {"type": "integer", "minimum": 0},
-                   "confidence": {"type": "number", "minimum": 0,
-                                  "maximum": 1},
-                   "rationale": {"type": "string"}},
-    "required": ["answer", "confidence", "rationale"]}
+    "JSON: the 0-based index of the best choice, your confidence (one of 0, "
+    "0.1, ..., 1) and a one-sentence rationale citing the facts you used.")
+ANSWER_SYSTEM_NO_FACTS = (
+    "You answer multiple-choice commonsense questions. Reply with JSON: the "
+    "0-based index of the best choice, your confidence (one of 0, 0.1, ..., "
+    "1) and a one-sentence rationale.")
+# A confidence in tenths: every JSON-constraining decoder (llama.cpp's
+# grammars, vLLM, OpenAI, Gemini) can enforce an enum, few a number range.
+CONFIDENCE = {"type": "number", "enum": [i / 10 for i in range(11)]}
+
+
+def answer_schema(num_choices: int) -> dict:
+  """The AnswerAgent's reply schema; the index is one of the question's
+  choices (an enum: grammar-constrained servers cannot name another)."""
+  return {"type": "object",
+          "properties": {"answer": {"type": "integer",
+                                    "enum": list(range(num_choices))},
+                         "confidence": CONFIDENCE,
+                         "rationale": {"type": "string"}},
+          "required": ["answer", "confidence", "rationale"],
+          "additionalProperties": False}
 
 
 def question_text(question: str, choices: list[str],
                   knowledge: list[str] | None,
-                  facts: list[list[str]] | None = None) -> str:
+                  facts: list[list[str]] | None = None,
+                  show_facts: bool = True) -> str:
   """A question as the LLM agents are shown it: the stem, then each choice
   with its knowledge sentences, or with ``facts``, the memory-aware lines
-  (one path each: chain, sentences, reliability)."""
+  (one path each: chain, sentences, reliability); ``show_facts=False``:
+  the choices alone."""
   lines = [f"Question: {question}", "Choices:"]
   knowledge = knowledge or [""] * len(choices)
   for i, (c, k) in enumerate(zip(choices, knowledge)):
     lines.append(f"{i}. {c}")
+    if not show_facts:
+      continue
     if facts is not None:
       lines += ([f"   - {f}" for f in facts[i]] if facts[i] else
                 ["   - (no path found)"])
@@ -288,50 +306,54 @@ def question_text(question: str, choices: list[str],
   return "\n".join(lines)
 
 
-def answer_prompt(req: AnswerRequest, few_shot=None) -> str:
+def answer_prompt(req: AnswerRequest, few_shot=None,
+                  show_facts: bool = True) -> str:
   """The AnswerAgent's prompt; ``few_shot``: a :class:`~racer_jax.agents.
   few_shot.FewShot` whose worked examples come first."""
-  block = (few_shot.answer_block(req.question, req.qid, question_text)
+  render = functools.partial(question_text, show_facts=show_facts)
+  block = (few_shot.answer_block(req.question, req.qid, render)
            if few_shot is not None and few_shot.k else "")
-  return block + question_text(req.question, req.choices, req.knowledge,
-                               req.facts)
+  return block + render(req.question, req.choices, req.knowledge, req.facts)
 
 
 class LLMAnswerer:
-  """A text LLM answers; per question, a failed call, a reply that breaks
-  the schema or names no valid choice falls back to ``fallback``."""
+  """A text LLM answers; per question, a failed call or a reply that breaks
+  the schema falls back to ``fallback`` (counted). ``show_facts=False``:
+  the LLM sees question and choices without the graph's facts."""
 
   agent = "answer"
 
   def __init__(self, backend, fallback: LocalAnswerer,
-               report: llm.UsageReport, few_shot=None):
+               report: llm_usage.UsageReport, few_shot=None,
+               show_facts: bool = True):
     self.backend, self.fallback, self.report = backend, fallback, report
-    self.few_shot = few_shot
+    self.few_shot, self.show_facts = few_shot, show_facts
     self.name = backend.name
 
   def requests(self, requests: list[AnswerRequest]) -> list[llm.Request]:
     """The LLM calls :meth:`answer_many` makes for ``requests``."""
-    return [llm.Request(ANSWER_SYSTEM, answer_prompt(r, self.few_shot),
-                        ANSWER_SCHEMA, self.agent) for r in requests]
+    system = ANSWER_SYSTEM if self.show_facts else ANSWER_SYSTEM_NO_FACTS
+    return [llm.Request(system, answer_prompt(r, self.few_shot,
+                                              self.show_facts),
+                        answer_schema(len(r.choices)), self.agent)
+            for r in requests]
 
   def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
     calls = self.requests(requests)
-    prompts = [c.user for c in calls]
     replies = self.backend.generate_many(calls)
     out: list[Answer | None] = []
     retry = []
-    for i, (req, prompt, reply) in enumerate(zip(requests, prompts,
-                                                 replies)):
+    for i, (req, call, reply) in enumerate(zip(requests, calls, replies)):
       self.report.record(reply, self.agent)
-      parsed = reply.parsed if reply.ok else None
-      if parsed is None or parsed["answer"] >= len(req.choices):
+      if not reply.ok or reply.parsed is None:
         out.append(None)
         retry.append(i)
         continue
+      parsed = reply.parsed
       choice, conf = int(parsed["answer"]), float(parsed["confidence"])
       probs = [conf if j == choice else (1 - conf) / max(
           len(req.choices) - 1, 1) for j in range(len(req.choices))]
-      out.append(Answer(choice, conf, probs, parsed["rationale"], prompt,
+      out.append(Answer(choice, conf, probs, parsed["rationale"], call.user,
                         reply.text, self.name, reply.usage()))
     if retry:
       self.report.fallback(self.agent, len(retry))

@@ -18,6 +18,7 @@ file holds it in full and is checked on reading).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -25,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from racer_jax.agents import llm
-from racer_jax.agents.answer_agent import Answer, AnswerRequest, question_text
+from racer_jax.agents import llm, llm_usage
+from racer_jax.agents.answer_agent import (CONFIDENCE, Answer, AnswerRequest,
+                                           question_text)
 
 ACCEPT, UNSURE = "ACCEPT", "UNSURE"
 
@@ -142,45 +144,56 @@ CRITIC_SYSTEM = (
     "You check a proposed answer to a multiple-choice question against the "
     "knowledge-graph facts shown for each choice. Reply with JSON: verdict "
     "ACCEPT if the answer is well supported, UNSURE otherwise, your "
-    "confidence in [0, 1], and a one-sentence reason.")
+    "confidence (one of 0, 0.1, ..., 1) and a one-sentence reason.")
+CRITIC_SYSTEM_NO_FACTS = (
+    "You check a proposed answer to a multiple-choice question. Reply with "
+    "JSON: verdict ACCEPT if the answer is right, UNSURE otherwise, your "
+    "confidence (one of 0, 0.1, ..., 1) and a one-sentence reason.")
 CRITIC_SCHEMA = {
     "type": "object",
     "properties": {"verdict": {"type": "string", "enum": [ACCEPT, UNSURE]},
-                   "confidence": {"type": "number", "minimum": 0,
-                                  "maximum": 1},
+                   "confidence": CONFIDENCE,
                    "reason": {"type": "string"}},
-    "required": ["verdict", "confidence", "reason"]}
+    "required": ["verdict", "confidence", "reason"],
+    "additionalProperties": False}
 
 
 def proposal_text(question: str, choices: list[str], knowledge, choice: int,
-                  confidence: float, rationale: str, facts=None) -> str:
+                  confidence: float, rationale: str, facts=None,
+                  show_facts: bool = True) -> str:
   """A proposed answer as the critic is shown it."""
-  return (f"{question_text(question, choices, knowledge, facts)}\n\nProposed "
+  shown = question_text(question, choices, knowledge, facts, show_facts)
+  return (f"{shown}\n\nProposed "
           f"answer: {choice}. {choices[choice]} (confidence "
           f"{confidence:.2f})\nRationale: {rationale}")
 
 
-def critic_prompt(p: Proposal, few_shot=None) -> str:
+def critic_prompt(p: Proposal, few_shot=None, show_facts: bool = True
+                  ) -> str:
   """The Critic's prompt; ``few_shot``: worked verdicts come first."""
   r, a = p.request, p.answer
-  block = (few_shot.critic_block(r.question, r.qid, proposal_text)
+  render = functools.partial(proposal_text, show_facts=show_facts)
+  block = (few_shot.critic_block(r.question, r.qid, render)
            if few_shot is not None and few_shot.k else "")
-  return block + proposal_text(r.question, r.choices, r.knowledge, a.choice,
-                               a.confidence, a.rationale, r.facts)
+  return block + render(r.question, r.choices, r.knowledge, a.choice,
+                        a.confidence, a.rationale, r.facts)
 
 
 class LLMCritic:
   agent = "critic"
 
-  def __init__(self, backend, fallback: LocalCritic, report: llm.UsageReport,
-               few_shot=None):
+  def __init__(self, backend, fallback: LocalCritic,
+               report: llm_usage.UsageReport, few_shot=None,
+               show_facts: bool = True):
     self.backend, self.fallback, self.report = backend, fallback, report
-    self.few_shot = few_shot
+    self.few_shot, self.show_facts = few_shot, show_facts
     self.name = backend.name
 
   def requests(self, proposals: list[Proposal]) -> list[llm.Request]:
     """The LLM calls :meth:`judge_many` makes for ``proposals``."""
-    return [llm.Request(CRITIC_SYSTEM, critic_prompt(p, self.few_shot),
+    system = CRITIC_SYSTEM if self.show_facts else CRITIC_SYSTEM_NO_FACTS
+    return [llm.Request(system, critic_prompt(p, self.few_shot,
+                                              self.show_facts),
                         CRITIC_SCHEMA, self.agent) for p in proposals]
 
   def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:

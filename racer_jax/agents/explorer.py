@@ -20,7 +20,7 @@ import collections
 import dataclasses
 import re
 
-from racer_jax.agents import llm
+from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.templates import Triple
 from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError, parse_step
 from racer_jax.answer.path_text import RetrievedPath
@@ -90,11 +90,11 @@ def user_prompt(t: Transcript) -> str:
 
 class Explorer:
   def __init__(self, backend, tools: GraphTools, max_interactions: int = 8,
-               report: llm.UsageReport | None = None):
+               report: llm_usage.UsageReport | None = None):
     self.backend = backend
     self.tools = tools
     self.max_interactions = max_interactions
-    self.report = report or llm.UsageReport()
+    self.report = report or llm_usage.UsageReport()
     self.system = SYSTEM.format(relations=", ".join(tools.kg.relations))
 
   def _finish(self, t: Transcript, answer: str):

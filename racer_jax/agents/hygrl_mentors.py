@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.agents import llm, templates
+from racer_jax.agents import llm, llm_usage, templates
 from racer_jax.kg import relations as rel_lib
 
 MENTOR_SYSTEM = (
@@ -64,7 +64,7 @@ def subgraph_facts(kg, batch, row: int, selected, limit: int = 30):
 
 
 class LLMJudgements:
-  def __init__(self, backend, kg, report: llm.UsageReport, *,
+  def __init__(self, backend, kg, report: llm_usage.UsageReport, *,
                mentor: bool = True, judge: bool = True,
                pairs_per_question: int = 2):
     self.backend, self.kg, self.report = backend, kg, report

@@ -68,7 +68,7 @@ def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
   if kind == "explorer":
     if backend is None:
       raise ValueError("agents.graph=explorer needs a text LLM: "
-                       "--backend=gemini")
+                       "--backend=gemini or openai")
     tools = GraphTools(ws.kg, encoder, ws.concept_emb)
     return ExplorerGraphAgent(
         Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,

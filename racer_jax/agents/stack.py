@@ -28,7 +28,8 @@ import ml_collections
 import numpy as np
 
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import extra_knowledge, llm, templates
+from racer_jax.agents import (extra_knowledge, llm_backends, llm_usage,
+                              templates)
 from racer_jax.agents import few_shot as few_shot_lib
 from racer_jax.agents.agent_loop import Collaboration
 from racer_jax.agents.answer_agent import (EnsembleAnswerer, LLMAnswerer,
@@ -146,10 +147,13 @@ class AgentStack:
       local = EnsembleAnswerer([local] + [LocalAnswerer(w, log=log)
                                           for w in ensemble])
     self.local = local
-    self.backend = llm.make_backend(self.agents, api_key,
+    self.backend = llm_backends.make_backend(self.agents, api_key,
                                     cache_path=self.workdir /
                                     "llm_cache.sqlite", dry_run=dry_run)
-    self.usage = llm.UsageReport()
+    self.usage = llm_usage.UsageReport()
+    # which LLM answers (None: the local models); every record carries it
+    self.llm_identity = (self.backend.identity() if self.backend is not None
+                         else None)
     self._few_shot = None
     self.keep = config.answer.paths_per_choice
     self.train_memory = None  # the memory pass's record, when it ran
@@ -332,13 +336,17 @@ class AgentStack:
     pass run)."""
     views, own = self.inputs(data)
     answerer = self.local
-    render = None
+    render = identity = None
     if self.backend is not None and not local_only:
+      identity = self.llm_identity
       render = self.memory_templates(graph or self.graph)
       shots = self.few_shot()
-      answerer = LLMAnswerer(self.backend, self.local, self.usage, shots)
+      show = bool(self.agents.get("show_paths", True))
+      answerer = LLMAnswerer(self.backend, self.local, self.usage, shots,
+                             show_facts=show)
       if max_turns > 1:
-        critic = LLMCritic(self.backend, critic, self.usage, shots)
+        critic = LLMCritic(self.backend, critic, self.usage, shots,
+                           show_facts=show)
     return Collaboration(graph or self.graph, answerer, critic,
                          max_turns=max_turns,
                          temperature_step=self.agents.temperature_step,
@@ -348,4 +356,4 @@ class AgentStack:
                          extra_views=views if len(views) > 1 else None,
                          choice_triples=own,
                          paths_to_answerer=self.paths_shown,
-                         memory_templates=render)
+                         memory_templates=render, llm_identity=identity)

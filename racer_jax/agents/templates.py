@@ -143,7 +143,7 @@ def memory_renderer(graph, num_edges: int, mode: str = "memory",
     return None
   if mode == "llm" and backend is None:
     raise ValueError("agents.template=llm rewrites through an LLM backend: "
-                     "use it with --backend=gemini")
+                     "use it with --backend=gemini or openai")
   zeros = np.zeros(num_edges, np.float32)
 
   def render(own, paths):

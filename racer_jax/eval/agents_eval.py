@@ -48,7 +48,8 @@ from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.stack import AgentStack, subset
-from racer_jax.eval import calibration, paired, passes, report
+from racer_jax.eval import (calibration, llm_figures, paired, passes, report,
+                            resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
 from racer_jax.eval import qa_metrics as metrics_lib
 
@@ -73,7 +74,8 @@ NEEDS = {"no_teacher": "a refiner run over a walker trained with "
 HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
             "answer_concept_recall", "exact_match", "f1", "rouge_l",
             "accepted_fraction", "mean_turns", "llm_calls_per_question",
-            "tokens_per_question", "latency_p50_s", "latency_p95_s")
+            "tokens_per_question", "thinking_tokens_per_question",
+            "llm_answered_fraction", "latency_p50_s", "latency_p95_s")
 
 
 def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
@@ -142,7 +144,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
   if ensemble:
-    _check_members(out_dir / "members.json", local, resume)
+    resume_checks.require_same(
+        out_dir / "members.json", {"workdirs": local.workdirs,
+                                   "steps": local.step}, resume, "ensemble")
   if legacy_critic_calibration:
     calibrated = None
   else:
@@ -158,7 +162,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     name += f".first{max_questions}"
     out_dir = workdir / "eval" / name
     out_dir.mkdir(parents=True, exist_ok=True)
-  if dry_run:
+  if not dry_run:
+    resume_checks.require_same(out_dir / "llm.json", stack.llm_identity or
+                               {"backend": "local"}, resume, "LLM")
+  else:
     figures = dry_run_lib.dry_run(stack, data, out_dir, seeds=seeds,
                                   max_turns=agents.max_turns,
                                   progress=progress, log=log)
@@ -249,7 +256,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   figures.update({
       "name": name, "split": split if not eval_file else None,
       "eval_file": str(eval_file) if eval_file else None,
-      "backend": agents.backend, "answer_step": local.step,
+      **llm_figures.llm_figures(stack.llm_identity, stack.usage.to_dict(),
+                                figures.get("llm_answered_fraction"),
+                                agents),
+      "answer_step": local.step,
       "graph_agent": agents.get("graph", "walker"),
       "retrieval_workdir": str(refiner_dir),
       "paths_shown_to_answerer": stack.paths_shown,
@@ -341,19 +351,6 @@ def head_only_figures(config, baseline_workdir, local, examples, full0,
   out["answer_head_only_source"] = (",".join(map(str, baselines)) if baselines
                                     else "this model, no knowledge")
   return out
-
-
-def _check_members(path: Path, answerer, resume: bool) -> None:
-  """Records the ensemble's members and checkpoint steps in ``path``; a
-  resumed evaluation whose members differ is refused."""
-  members = {"workdirs": answerer.workdirs, "steps": answerer.step}
-  if resume and path.is_file():
-    before = json.loads(path.read_text())
-    if before != members:
-      raise ValueError(f"{path}: this folder's passes were run by the "
-                       f"ensemble {before}, not {members}; rerun without "
-                       "--resume to start over")
-  path.write_text(json.dumps(members, indent=1))
 
 
 def verified_fraction(records: list[dict]) -> float:

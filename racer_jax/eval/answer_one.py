@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import ml_collections
 
-from configs import default as default_config
+from racer_jax.agents import llm_backends
 from racer_jax.agents.pipeline import Pipeline
 from racer_jax.errors import ConfigError
 from racer_jax.eval import calibration
@@ -53,21 +53,22 @@ def answer_run_config(workdir):
   return config
 
 
-def open_pipeline(workdir, data_dir=None, *, backend=None,
-                  retrieval_workdir=None, api_key=None, ensemble=(),
-                  dry_run: bool = False,
+def open_pipeline(workdir, data_dir=None, *, backend=None, model=None,
+                  base_url=None, llm_settings=(), retrieval_workdir=None,
+                  api_key=None, ensemble=(), dry_run: bool = False,
                   log: Callable[[str], None] = print) -> Pipeline:
-  """The answer run's pipeline, its critic calibrated."""
+  """The answer run's pipeline, its critic calibrated; ``backend``,
+  ``model``, ``base_url`` and ``llm_settings`` (``FIELD=VALUE``) choose the
+  LLM (:func:`~racer_jax.agents.llm_backends.evaluation_agents`)."""
   saved = answer_run_config(workdir)
-  agents = ml_collections.ConfigDict(default_config.get_config().agents)
-  agents.update(saved.get("agents", {}))
-  if backend:
-    agents.backend = backend
+  agents = llm_backends.evaluation_agents(
+      saved, backend=backend, model=model, base_url=base_url,
+      settings=llm_settings)
   if retrieval_workdir:
     agents.retrieval_workdir = retrieval_workdir
   if dry_run and agents.backend == "local":
     raise ConfigError("--dry_run shows what an LLM backend would be sent: "
-                      "add --backend=gemini")
+                      "add --backend=gemini or --backend=openai")
   quiet = (lambda _: None)
   pipeline = Pipeline(workdir, data_dir, agents=agents, api_key=api_key,
                       ensemble=list(ensemble), dry_run=dry_run, log=quiet)

@@ -2,10 +2,12 @@
 
   python launch/evaluate.py --workdir=W --backend=gemini --dry_run \
       [--max_questions=N] [--seeds=S]
+  python launch/evaluate.py --workdir=W --backend=openai --dry_run \
+      --base_url=http://127.0.0.1:8000/v1 --model=Qwen/Qwen2.5-7B-Instruct
 
 The evaluation's own passes run (:mod:`racer_jax.eval.agents_eval`: per seed
 the one-round ``no_critic`` pass and the ``full`` pass), with a
-:class:`~racer_jax.agents.llm.DryRunBackend` in place of Gemini: every
+:class:`~racer_jax.agents.llm_backends.DryRunBackend` in place of the LLM: every
 request is recorded instead of sent, and the agents fall back to the local
 models. Round 1 is what can be known in advance, so it is built exactly: the
 AnswerAgent's prompts, and the Critic's, for which the local answer stands
@@ -18,10 +20,13 @@ at most ``max_turns - 1`` more answer + critic calls per question.
 Writes ``<W>/eval/<split>/prompts.jsonl`` (one line per call: pass, seed,
 agent, system, user, tokens, whether the prompt is already in the run's
 response cache or repeats an earlier one) and returns the counts: calls,
-new calls (what a real run sends), their input tokens (the SDK's
-``count_tokens`` where reachable, else the documented 4-characters-per-token
-estimate), and the upper bound on output tokens (new calls ×
-``agents.max_output_tokens``). No generate call is made.
+new calls (what a real run sends), their input tokens (Gemini's
+``count_tokens``, or the server's own tokenizer — llama.cpp's servers and
+vLLM have a tokenize endpoint — where reachable, else the documented
+4-characters-per-token estimate), and the upper bound on output tokens (new
+calls × the reply's room plus the thinking budget). Where the API can say
+without a paid call, the model is checked to exist first (``model_check``).
+No generate call is made.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Callable
 import jax
 import tqdm
 
-from racer_jax.agents import llm
+from racer_jax.agents import llm_usage
 from racer_jax.agents.answer_agent import LLMAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.stack import AgentStack
@@ -50,7 +55,7 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
   config, agents = stack.config, stack.agents
   shots = stack.few_shot()
   accept_all = LocalCritic(0.0, 0.0)
-  scratch = llm.UsageReport()  # the stand-in replies are not usage
+  scratch = llm_usage.UsageReport()  # the stand-in replies are not usage
   batches = list(data.dataset.ordered_batches(config.eval.batch_size))
   passes = [("no_critic", False), ("full", max_turns > 1)]
   marks = []  # (pass, seed) of each recorded request, in order
@@ -58,10 +63,13 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
     seed = config.seed + 1000 * s   # as agents_eval.run
     for name, with_critic in passes:
       collab = stack.collaboration(data, accept_all, 1, local_only=True)
-      collab.answerer = LLMAnswerer(backend, stack.local, scratch, shots)
+      show = bool(agents.get("show_paths", True))
+      collab.answerer = LLMAnswerer(backend, stack.local, scratch, shots,
+                                    show_facts=show)
       collab.memory_templates = stack.memory_templates(collab.graph)
       if with_critic:
-        collab.critic = LLMCritic(backend, accept_all, scratch, shots)
+        collab.critic = LLMCritic(backend, accept_all, scratch, shots,
+                                  show_facts=show)
       collab.graph.reset_memory()
       for i, batch in enumerate(tqdm.tqdm(
           batches, desc=f"dry run: {name} seed {s}", disable=not progress)):
@@ -88,12 +96,16 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
                           "user": request.user, "input_tokens": tokens,
                           "cached_or_repeated": cached}) + "\n")
   os.replace(tmp, path)
-  max_out = int(agents.get("max_output_tokens", 0) or 0)
+  max_out = int(backend.settings.output_cap() or 0)
   new_calls = sum(c["new_calls"] for c in per_agent.values())
   answer = per_agent["answer"]
   later = (max_turns - 1) * questions * seeds * (2 if max_turns > 1 else 0)
   figures = {
-      "dry_run": True, "questions": questions, "seeds": seeds,
+      "dry_run": True, **{k: v for k, v in backend.identity().items()
+                          if k != "settings"},
+      "llm_settings": backend.identity()["settings"],
+      "model_check": backend.model_check,
+      "questions": questions, "seeds": seeds,
       "max_turns": max_turns, "few_shot": shots.k if shots else 0,
       "few_shot_rule": shots.rule if shots else None,
       "llm_calls": sum(c["calls"] for c in per_agent.values()),
@@ -101,7 +113,7 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
       "llm_cache_hits": sum(c["cache_hits"] for c in per_agent.values()),
       "input_tokens": sum(c["input_tokens"] for c in per_agent.values()),
       "output_tokens_upper_bound": new_calls * max_out if max_out else None,
-      "max_output_tokens": max_out or None,
+      "output_cap": max_out or None,
       "later_rounds_calls_upper_bound": later,
       "later_rounds_input_tokens_upper_bound": int(later * (
           sum(c["input_tokens"] for c in per_agent.values()) /

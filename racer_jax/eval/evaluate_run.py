@@ -18,11 +18,12 @@ from pathlib import Path
 
 import ml_collections
 
-from configs import default as default_config
+from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, learning_curves,
-                            refiner_eval, retrieval_eval, walker_eval)
+                            llm_figures, refiner_eval, retrieval_eval,
+                            walker_eval)
 
 KINDS = ("walker", "hygrl", "refiner", "agents", "answer_only", "compare")
 _CHECKPOINTED = ("walker", "hygrl", "refiner")
@@ -60,11 +61,25 @@ OPTIONS = (
     Option("baseline_workdir", "list", [], "Answer runs: answer run(s) "
            "trained without knowledge, for accuracy_answer_head_only.",
            ("agents",)),
-    Option("backend", "string", None, "The agents' LLM backend: local or "
-           "gemini (default: agents.backend).", ("agents",)),
-    Option("api_key", "string", None, "Gemini API key (default: "
-           "$GEMINI_API_KEY or $GOOGLE_API_KEY). Never printed or written.",
+    Option("backend", "string", None, "The agents' LLM: local, gemini or "
+           "openai (OpenAI or any OpenAI-compatible server; default: the "
+           "run's agents.backend).", ("agents",)),
+    Option("model", "string", None, "The LLM's model name (default: the "
+           "run's agents.model; gemini: gemini-3.5-flash).", ("agents",)),
+    Option("base_url", "string", None, "The LLM's endpoint, e.g. "
+           "http://127.0.0.1:8000/v1 for a vLLM or llama.cpp server.",
            ("agents",)),
+    Option("llm_setting", "list", [], "More agents.FIELD=VALUE for the "
+           "LLM: temperature, max_output_tokens, thinking_budget, "
+           "thinking_level, reasoning_effort, structured_output, timeout_s, "
+           "attempts, max_concurrency, min_llm_answered, show_paths.",
+           ("agents",)),
+    Option("require_llm", "bool", False, "Exit with an error (after saving "
+           "the records) when the LLM gave fewer than "
+           "agents.min_llm_answered of the answers.", ("agents",)),
+    Option("api_key", "string", None, "API key (default: $GEMINI_API_KEY / "
+           "$GOOGLE_API_KEY for gemini, $OPENAI_API_KEY for openai). Never "
+           "printed or written.", ("agents",)),
     Option("retrieval_workdir", "string", None, "Answer runs trained "
            "without paths: the GraphAgent's refiner run.", ("agents",)),
     Option("eval_file", "string", None, "Evaluate the agents on this jsonl "
@@ -91,8 +106,8 @@ OPTIONS = (
            "study: evaluated questions' gold answers update the shared "
            "memory (not a held-out figure; the report says so).",
            ("agents",)),
-    Option("dry_run", "bool", False, "With --backend=gemini: build and "
-           "count every prompt, send none (no key needed).", ("agents",)),
+    Option("dry_run", "bool", False, "With an LLM backend: build and count "
+           "every prompt, send none (no key needed).", ("agents",)),
     Option("max_questions", "integer", 0, "Only the first N questions of "
            "the split (0: all).", ("agents",)),
     Option("compare", "list", [], "LABEL=DIR walker runs trained with "
@@ -163,20 +178,19 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
                                 ensemble=o["ensemble"], split=o["split"],
                                 progress=progress)
   if kind == "agents":
-    # Runs saved before the agents section existed get its defaults.
-    agents = ml_collections.ConfigDict(default_config.get_config().agents)
-    agents.update(config.get("agents", {}))
-    if o["backend"]:
-      if o["backend"] not in ("local", "gemini"):
-        raise ConfigError(f"--backend={o['backend']!r}: local or gemini")
-      agents.backend = o["backend"]
+    agents = llm_backends.evaluation_agents(
+        config, backend=o["backend"], model=o["model"],
+        base_url=o["base_url"], settings=o["llm_setting"])
     if o["retrieval_workdir"]:
       agents.retrieval_workdir = o["retrieval_workdir"]
     if o["learn_from_eval_labels"]:
       agents.learn_from_eval_labels = True
-    if o["dry_run"] and agents.backend != "gemini":
-      raise ConfigError("--dry_run counts the Gemini prompts: add "
-                        "--backend=gemini")
+    if o["dry_run"] and agents.backend == "local":
+      raise ConfigError("--dry_run counts an LLM's prompts: add "
+                        "--backend=gemini or --backend=openai")
+    if o["require_llm"] and agents.backend == "local":
+      raise ConfigError("--require_llm needs an LLM backend: add "
+                        "--backend=gemini or --backend=openai")
     return agents_eval.evaluate(
         config, data_dir, workdir, split=o["split"],
         eval_file=o["eval_file"],
@@ -207,17 +221,26 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
                               progress=progress)
 
 
+def check_required(figures: dict, options: dict) -> None:
+  """``--require_llm``: an error (after the figures are printed and the
+  records saved) when the LLM gave too few of the answers."""
+  if options.get("require_llm"):
+    llm_figures.require_llm(figures)
+
+
 _NOT_SCALARS = ("sweep", "ablations", "llm", "per_seed", "critic_thresholds",
                 "per_agent", "ablations_skipped", "protocol_warnings",
-                "critic_calibration_figures")
+                "critic_calibration_figures", "llm_settings", "llm_errors",
+                "llm_headline")
 
 
 def figures_text(figures: dict, kind: str, workdir) -> str:
   """The figures as the launcher prints them before the JSON line."""
   if kind == "compare":
     return (Path(workdir) / "comparison.md").read_text()
-  lines = [f"NOT A HELD-OUT EVALUATION: {w}"
-           for w in figures.get("protocol_warnings", [])]
+  lines = [figures["llm_headline"]] if figures.get("llm_headline") else []
+  lines += [f"NOT A HELD-OUT EVALUATION: {w}"
+            for w in figures.get("protocol_warnings", [])]
   width = max(map(len, figures), default=0)
   for k, v in figures.items():
     if k not in _NOT_SCALARS:
@@ -240,7 +263,8 @@ def figures_text(figures: dict, kind: str, workdir) -> str:
   if llm.get("llm_calls") or llm.get("fallbacks") or llm.get("llm_errors"):
     lines.append(
         f"LLM: {llm['llm_calls']} calls ({llm['llm_cache_hits']} cached), "
-        f"{llm['input_tokens']} tokens in / {llm['output_tokens']} out; "
+        f"{llm['input_tokens']} tokens in / {llm['output_tokens']} out / "
+        f"{llm.get('thinking_tokens', 0)} thinking; "
         f"{llm['fallbacks']} answers or verdicts FELL BACK to the local "
         "models" + (f" (errors: {llm['llm_errors']})"
                     if llm["llm_errors"] else ""))

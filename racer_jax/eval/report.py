@@ -77,6 +77,14 @@ def _protocol_line(figures: dict) -> str:
           "change it otherwise).")
 
 
+def _llm_phrase(figures: dict) -> str:
+  """Who sat in the Answer and Critic seats."""
+  if figures.get("backend", "local") == "local":
+    return "the local models in the agents' seats (no LLM)"
+  return (f"LLM `{figures.get('model')}` ({figures.get('backend')} at "
+          f"{figures.get('base_url')})")
+
+
 def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
                  log: Callable[[str], None] = print) -> Path:
   out_dir = Path(out_dir)
@@ -94,11 +102,13 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
         plots.reasoning_paths(record, out_dir / "reasoning_paths.png").name)
   s = figures.get("seeds", 1)
   warnings = figures.get("protocol_warnings") or []
-  lines = ([f"**Not a held-out evaluation:** {'; '.join(warnings)}.", ""]
-           if warnings else [])
+  lines = [f"**{figures['llm_headline']}**", ""] if figures.get(
+      "llm_headline") else []
+  lines += ([f"**Not a held-out evaluation:** {'; '.join(warnings)}.", ""]
+            if warnings else [])
   lines += [f"# Evaluation: {figures.get('name')}", "",
            f"Answer run `{workdir}` (step {figures.get('answer_step')}), "
-           f"backend `{figures.get('backend')}`, GraphAgent "
+           f"{_llm_phrase(figures)}, GraphAgent "
            f"`{figures.get('graph_agent')}`; {figures.get('questions')} "
            f"questions ({figures.get('labeled')} labeled), {s} seed(s): "
            "every number is the mean ± std over seeds, recomputed from the "
@@ -146,7 +156,8 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
   for name, why in figures.get("ablations_skipped", {}).items():
     lines.append(f"\nNot run: `{name}` — {why}.")
   lines += ["", "## Efficiency", "", "| figure | value |", "|---|---|"]
-  for key in ("llm_calls_per_question", "tokens_per_question",
+  for key in ("llm_answered_fraction", "llm_calls_per_question",
+              "tokens_per_question", "thinking_tokens_per_question",
               "latency_p50_s", "latency_p95_s", "peak_rss_gb",
               "peak_device_memory_gb", "wall_s", "resumed_batches",
               "torn_lines_redone"):

@@ -29,6 +29,8 @@ _INT_AT_LEAST = {
     "answer.batch_size": 1, "answer.choice_triples": 0,
     "answer.similar_questions": 0, "answer.validation_seed": 0,
     "agents.max_turns": 1, "agents.memory_train_questions": 0,
+    "agents.max_output_tokens": 1, "agents.thinking_budget": -1,
+    "agents.attempts": 1, "agents.max_concurrency": 1,
     "openbook.facts_per_choice": 0,
 }
 _FLOAT_RANGE = {
@@ -43,6 +45,8 @@ _FLOAT_RANGE = {
     "curriculum.start": (0.0, 1.0), "curriculum.ramp_fraction": (0.0, None),
     "curriculum.temperature": (0.0, None),
     "agents.temperature_step": (0.0, None),
+    "agents.min_llm_answered": (0.0, 1.0), "agents.timeout_s": (0.0, None),
+    "agents.temperature": (0.0, 2.0),
 }
 _STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
                     "memory.prior", "refiner.learning_rate",
@@ -52,7 +56,11 @@ _STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
 _CHOICES = {
     "train.stage": ("walker", "refiner", "answer"),
     "method": ("racer", "hygrl"),
-    "agents.backend": ("local", "gemini"),
+    "agents.backend": ("local", "gemini", "openai"),
+    "agents.thinking_level": ("", "minimal", "low", "medium", "high"),
+    "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),
+    "agents.structured_output": ("auto", "json_schema", "json_object_schema",
+                                 "json_object", "none"),
     "agents.graph": ("walker", "hygrl", "explorer"),
     "answer.model": ("cross_encoder", "frozen_head"),
     "answer.similar_encoder": ("static", "minilm"),

@@ -11,7 +11,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.agents import llm
+from racer_jax.agents import llm_backends, llm_usage
 from racer_jax.agents.hygrl_mentors import LLMJudgements
 from racer_jax.eval.retrieval_eval import run_retrieval_eval
 from racer_jax.graph import heuristics
@@ -64,12 +64,12 @@ def llm_judgements(config, ws, workdir, log):
       raise ValueError(f"hygrl.{name}={value!r}: expected offline or llm")
   if mentor == judge == "offline":
     return None, None
-  backend = llm.make_backend(config.agents, cache_path=Path(workdir) /
+  backend = llm_backends.make_backend(config.agents, cache_path=Path(workdir) /
                              "llm_cache.sqlite")
   if backend is None:
     raise ValueError("hygrl.mentor/judge=llm needs a text LLM: "
-                     "--config.agents.backend=gemini")
-  usage = llm.UsageReport()
+                     "--config.agents.backend=gemini or openai")
+  usage = llm_usage.UsageReport()
   log(f"HyGRL RL stage: mentor {mentor}, sufficiency judge {judge} "
       f"({backend!r})")
   return LLMJudgements(backend, ws.kg, usage, mentor=mentor == "llm",

@@ -12,7 +12,7 @@ import pytest
 
 from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import llm, templates
+from racer_jax.agents import gemini_backend, llm_usage, templates
 from racer_jax.agents.agent_loop import Collaboration, FoldCritic
 from racer_jax.agents.graph_agent import GraphAgent
 from tests.agents.stub_gemini import StubGemini, prompt_text
@@ -172,10 +172,10 @@ def test_gemini_loop_with_faults_falls_back_cleanly(parts):
     # malformed reply (falls back to the local answerer).
     stub.script.append((500, {"error": {"code": 500, "message": "x",
                                         "status": "INTERNAL"}}, 0))
-    backend = llm.GeminiBackend(
+    backend = gemini_backend.GeminiBackend(
         "m", api_key="k", base_url=stub.url, initial_delay_s=0.01,
         max_delay_s=0.02)  # no cache: round 2 may repeat round 1's prompt
-    usage = llm.UsageReport()
+    usage = llm_usage.UsageReport()
     answerer = answer_lib.LLMAnswerer(backend, local, usage)
     critic = critic_lib.LLMCritic(backend, critic_lib.LocalCritic(0.0),
                                   usage)
@@ -192,7 +192,7 @@ def test_gemini_loop_with_faults_falls_back_cleanly(parts):
     # model, the fallback is counted, the loop still finishes.
     stub.responder = lambda req: "{not json"
     graph.reset_memory()
-    usage2 = llm.UsageReport()
+    usage2 = llm_usage.UsageReport()
     collab = Collaboration(
         graph, answer_lib.LLMAnswerer(backend, local, usage2),
         critic_lib.LLMCritic(backend, critic_lib.LocalCritic(0.0), usage2),
@@ -235,10 +235,10 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
   agents = ml_collections.ConfigDict({"graph": "explorer",
                                       "max_interactions": 8})
   with StubGemini(respond) as stub:
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
     graph = build_graph_agent(agents, refiner_dir, demo_workspace, 2,
                               backend)
-    usage = llm.UsageReport()
+    usage = llm_usage.UsageReport()
     collab = Collaboration(
         graph, answer_lib.LLMAnswerer(backend, local, usage),
         critic_lib.LLMCritic(backend, critic_lib.LocalCritic(), usage),

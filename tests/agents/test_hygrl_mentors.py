@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents import llm
+from racer_jax.agents import gemini_backend, llm_usage
 from racer_jax.agents.hygrl_mentors import LLMJudgements
 from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.runs import builders, hygrl_state
@@ -102,8 +102,8 @@ def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
       state, batch, demo_workspace.concept_emb,
       np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)))
   with StubGemini(lambda req: "{broken") as stub:
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
-    usage = llm.UsageReport()
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
+    usage = llm_usage.UsageReport()
     ext = LLMJudgements(backend, demo_workspace.kg, usage,
                         pairs_per_question=1).external(
                             batch, data.examples, proposal)

@@ -5,7 +5,7 @@ rewrite through the Gemini backend against the stub server."""
 
 import pytest
 
-from racer_jax.agents import llm, templates
+from racer_jax.agents import gemini_backend, llm_usage, templates
 from racer_jax.agents.templates import Triple
 from racer_jax.kg import relations
 from tests.agents.stub_gemini import StubGemini, prompt_text
@@ -56,11 +56,11 @@ def test_llm_rewrite_and_its_fallback():
                      for ln in lines)
 
   with StubGemini(polish) as stub:
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
     assert templates.rewrite(backend, sentences) == [
         "A bird can fly.", "A wing is used for fly."]
   with StubGemini(lambda req: "just one line") as stub:
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
     assert templates.rewrite(backend, sentences) == sentences
   assert templates.rewrite(None, []) == []
 
@@ -142,9 +142,9 @@ def test_llm_templates_keep_the_verified_chain_as_evidence(tmp_path):
                      range(1, len(prompt_text(req).splitlines()) + 1))
 
   with StubGemini(polish) as stub:
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url,
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url,
                                 cache=ResponseCache(tmp_path / "c.sqlite"))
-    report = llm.UsageReport()
+    report = llm_usage.UsageReport()
     lines = templates.fluent_facts(backend, [other, path], quality,
                                    rejections, report=report)
     assert lines == [

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from racer_jax.agents import explorer as explorer_lib
-from racer_jax.agents import llm, tools
+from racer_jax.agents import gemini_backend, tools
 from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError
 from tests.agents.stub_gemini import StubGemini, prompt_text
 
@@ -121,7 +121,7 @@ def test_explorer_outcomes_and_metrics(graph_tools):
                ("Broken?", ["a", "b"], "a"),
                ("Wrong?", ["fly", "swim"], "fly")]
   with StubGemini(scripted(script)) as stub:
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
     ex = explorer_lib.Explorer(backend, graph_tools, max_interactions=4)
     out = ex.run(questions)
   by_q = {t.question: t for t in out}
@@ -149,7 +149,7 @@ def test_explorer_outcomes_and_metrics(graph_tools):
 def test_llm_failure_ends_the_question_cleanly(graph_tools):
   with StubGemini() as stub:
     stub.script.append((200, {"candidates": []}, 0))
-    backend = llm.GeminiBackend("m", api_key="k", base_url=stub.url)
+    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
     ex = explorer_lib.Explorer(backend, graph_tools)
     [t] = ex.run([("q?", ["a"], "a")])
   assert t.outcome == "invalid_protocol" and t.errors == ["llm: empty"]

@@ -1,0 +1,64 @@
+"""Which LLM answered an evaluation, and how much of it: the figures every
+report, printed summary and JSON line carries, so an accuracy is never
+taken for an LLM's when a stand-in gave the answers.
+
+``llm_answered_fraction`` is the share of final answers (the full system's
+deciding round, over seeds) the LLM gave; the rest fell back to the local
+model after a failed call. Below ``agents.min_llm_answered`` (default 0.98)
+the report's first line says the accuracy is not an LLM result, and
+``--require_llm`` makes it an error exit once the records are saved.
+"""
+
+from __future__ import annotations
+
+from racer_jax.errors import LLMError
+
+
+def llm_figures(identity: dict | None, usage: dict, answered, agents
+                ) -> dict:
+  """The LLM part of an evaluation's figures. ``usage``: the run's
+  :class:`~racer_jax.agents.llm_usage.UsageReport` as a dict;
+  ``answered``: ``llm_answered_fraction`` (None without an LLM)."""
+  identity = identity or {}
+  minimum = float(agents.get("min_llm_answered", 0.98))
+  out = {"backend": identity.get("backend", "local"),
+         "model": identity.get("model"),
+         "base_url": identity.get("base_url"),
+         "llm_settings": identity.get("settings"),
+         "llm_errors": dict(usage.get("llm_errors", {})),
+         "min_llm_answered": minimum,
+         "llm_answered_fraction": answered,
+         "llm_result": None if not identity else bool(
+             answered is not None and answered >= minimum)}
+  out["llm_headline"] = headline(out)
+  return out
+
+
+def headline(figures: dict) -> str | None:
+  """One line: who answered and how much (None without an LLM)."""
+  if figures.get("llm_result") is None:
+    return None
+  who = (f"{figures['backend']} model `{figures['model']}` at "
+         f"{figures['base_url']}")
+  share = figures.get("llm_answered_fraction") or 0.0
+  errors = ", ".join(f"{k} ×{v}" for k, v in
+                     sorted(figures.get("llm_errors", {}).items()))
+  failed = f" (failed calls: {errors})" if errors else ""
+  if figures["llm_result"]:
+    return (f"LLM result: {who} gave {share:.1%} of the final answers"
+            f"{failed}.")
+  return (f"NOT AN LLM RESULT: {who} gave only {share:.1%} of the final "
+          f"answers (below agents.min_llm_answered="
+          f"{figures['min_llm_answered']}); the rest came from the local "
+          f"model{failed}.")
+
+
+def require_llm(figures: dict) -> None:
+  """``--require_llm``: LLMError when the LLM gave too few answers (the
+  records and report are already written)."""
+  if figures.get("llm_result") is False:
+    raise LLMError(figures["llm_headline"] + " (--require_llm; the records "
+                   "and report are saved)")
+  if figures.get("llm_result") is None and not figures.get("dry_run"):
+    raise LLMError("--require_llm: this evaluation used no LLM (backend "
+                   "local)")

@@ -1,0 +1,140 @@
+"""The four agents' evaluation with an LLM in the Answer and Critic seats:
+end to end on a real model behind a real server (llama.cpp + SmolLM2-135M,
+tests/real_llm.py), the dry run against the calls the real run then makes,
+``launch/evaluate.py`` with ``--backend/--model/--base_url``, and (against
+the OpenAI stub) a run whose answers mostly did not come from the LLM."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from racer_jax.agents import llm, llm_backends
+from racer_jax.errors import LLMError
+from racer_jax.eval import agents_eval, evaluate_run
+from tests.agents.stub_openai import StubOpenAI, completion
+from tests.conftest import REPO
+from tests.real_llm import MODEL_ALIAS
+
+pytestmark = pytest.mark.slow
+QUIET = dict(progress=False, log=lambda _: None)
+KNOWN = set(llm.TRANSIENT) | set(llm.REPLY_ERRORS)
+
+
+def _copy(head_run, tmp_path, name):
+  config, workdir = head_run
+  dst = tmp_path / name
+  shutil.copytree(workdir, dst, ignore=shutil.ignore_patterns("eval"))
+  config = config.copy_and_resolve_references()
+  config.eval.batch_size = 8   # each pass one batch of the 4 questions
+  return config, dst
+
+
+def _agents(config, url, max_turns=3, model=MODEL_ALIAS, **settings):
+  agents = llm_backends.evaluation_agents(
+      config, backend="openai", model=model, base_url=url,
+      settings=[f"{k}={v}" for k, v in settings.items()])
+  agents.max_turns = max_turns
+  return agents
+
+
+@pytest.mark.xdist_group("llama")
+def test_four_agents_on_a_real_model(head_run, llama_server, tmp_path):
+  config, workdir = _copy(head_run, tmp_path, "real")
+  agents = _agents(config, llama_server)
+  figures = agents_eval.evaluate(config, None, workdir, seeds=1,
+                                 agents=agents, max_questions=4, **QUIET)
+  assert (figures["backend"], figures["model"], figures["base_url"]) == (
+      "openai", MODEL_ALIAS, llama_server)
+  assert 0.0 <= figures["llm_answered_fraction"] <= 1.0
+  assert set(figures["llm_errors"]) <= KNOWN
+  usage = figures["llm"]
+  assert usage["per_agent"]["answer"]["calls"] >= 8  # two passes
+  assert usage["per_agent"]["critic"]["calls"] >= 4
+  out = workdir / "eval" / "dev.first4"
+  rows = [json.loads(x) for x in (out / "full.seed0.jsonl").read_text(
+      ).splitlines()]
+  for row in rows:
+    assert row["llm"]["model"] == MODEL_ALIAS
+    for rd in row["rounds"]:
+      for call, backend in ((rd["answer_llm"], rd["answer_backend"]),
+                            (rd["critic_llm"], rd["critic_backend"])):
+        if call is None:
+          continue
+        # each reply parsed under the schema, or its failure categorized
+        assert (call["error"] is None) == (backend == "openai")
+        assert call["error"] is None or call["error"] in KNOWN
+  answered = sum(r["answered_by"] == "openai" for r in rows) / len(rows)
+  assert figures["llm_answered_fraction"] == pytest.approx(answered)
+  first = (out / "report.md").read_text().splitlines()[0]
+  assert "LLM RESULT" in first.upper() and MODEL_ALIAS in first
+  again = agents_eval.evaluate(config, None, workdir, seeds=1,
+                               agents=agents, max_questions=4, **QUIET)
+  assert again["llm"]["llm_new_calls"] == 0  # the cache answers it all
+  assert again["accuracy"] == figures["accuracy"]
+
+
+@pytest.mark.xdist_group("llama")
+def test_dry_run_counts_the_calls_the_real_run_makes(head_run, llama_server,
+                                                     tmp_path):
+  config, workdir = _copy(head_run, tmp_path, "dry")
+  agents = _agents(config, llama_server, max_turns=1)
+  dry = agents_eval.evaluate(config, None, workdir, seeds=1, agents=agents,
+                             max_questions=4, dry_run=True, **QUIET)
+  assert dry["token_count"] == "server_tokenizer"
+  assert dry["model_check"] == "listed" and dry["generate_calls_made"] == 0
+  real = agents_eval.evaluate(config, None, workdir, seeds=1, agents=agents,
+                              max_questions=4, **QUIET)
+  assert real["llm"]["llm_new_calls"] == dry["llm_new_calls"] > 0
+  # the server's usage counts the chat template's tokens too
+  extra = real["llm"]["input_tokens"] - dry["input_tokens"]
+  assert 0 <= extra <= 20 * dry["llm_new_calls"]
+
+
+@pytest.mark.xdist_group("llama")
+def test_launch_evaluate_with_backend_model_and_base_url(head_run,
+                                                         llama_server,
+                                                         tmp_path):
+  _, workdir = _copy(head_run, tmp_path, "launch")
+  run = subprocess.run(
+      [sys.executable, "launch/evaluate.py", f"--workdir={workdir}",
+       "--backend=openai", f"--base_url={llama_server}",
+       f"--model={MODEL_ALIAS}", "--max_questions=3", "--seeds=1",
+       "--progress=false"], cwd=REPO, capture_output=True, text=True,
+      timeout=900)
+  assert run.returncode == 0, run.stderr[-3000:]
+  last = json.loads(run.stdout.strip().splitlines()[-1])
+  for key in ("backend", "model", "base_url", "llm_answered_fraction",
+              "llm_errors"):
+    assert key in last, key
+  assert (last["backend"], last["model"], last["base_url"]) == (
+      "openai", MODEL_ALIAS, llama_server)
+  # the printed summary opens with who answered, and how much
+  assert any(line.startswith(("LLM result: openai model `smollm2`",
+                              "NOT AN LLM RESULT: openai model `smollm2`"))
+             for line in run.stdout.splitlines())
+
+
+def test_failed_llm_answers_are_no_llm_result(head_run, tmp_path):
+  """A server whose replies are all cut: every answer falls back, the
+  report's first line says the accuracy is not the LLM's, and
+  --require_llm is an error after the records are saved."""
+  config, workdir = _copy(head_run, tmp_path, "stub")
+  with StubOpenAI() as stub:
+    cut = completion('{"answer": ', finish="length")
+    stub.script.extend([(200, cut, 0)] * 200)
+    agents = _agents(config, stub.url, model="stub-model")
+    figures = agents_eval.evaluate(config, None, workdir, seeds=1,
+                                   agents=agents, max_questions=4, **QUIET)
+  assert figures["llm_answered_fraction"] == 0.0
+  assert figures["llm_result"] is False
+  assert figures["llm_errors"]["truncated"] >= 8
+  out = workdir / "eval" / "dev.first4"
+  assert (out / "report.md").read_text().startswith("**NOT AN LLM RESULT")
+  text = evaluate_run.figures_text(figures, "agents", workdir)
+  assert text.startswith("NOT AN LLM RESULT") and "truncated" in text
+  with pytest.raises(LLMError, match="NOT AN LLM RESULT"):
+    evaluate_run.check_required(figures, {"require_llm": True})
+  assert (out / "full.seed0.jsonl").read_text().count("\n") == 4

@@ -100,8 +100,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
              progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``agents``: a config with ``backend``
-  (``local`` | ``gemini``), ``model``, ``max_turns``, ... (default:
-  ``config.agents``); ``ablations``: names from :data:`ABLATIONS`
+  (``local`` | ``gemini`` | ``openai``), ``model``, ``base_url``,
+  ``max_turns``, ... (default: ``config.agents``); ``ablations``: names from :data:`ABLATIONS`
   (``no_critic`` is always run), run for the first ``ablation_seeds``
   seeds (default: all); each ablation's delta is to the full system over
   the same seeds. ``ensemble``: more answer runs shown this run's triples
@@ -141,6 +141,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   # pass never mixes protocols
   name += ".legacy_critic" if legacy_critic_calibration else ""
   name += ".online_labels" if learn_labels else ""
+  name += llm_figures.folder_suffix(stack.llm_identity, agents)
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
   if ensemble:

@@ -11,7 +11,20 @@ the report's first line says the accuracy is not an LLM result, and
 
 from __future__ import annotations
 
+import re
+
 from racer_jax.errors import LLMError
+
+
+def folder_suffix(identity: dict | None, agents) -> str:
+  """What an evaluation folder's name adds for its LLM, so that runs with
+  other models or prompts sit beside each other: ``.openai-smollm2``,
+  ``.gemini-gemini-3.5-flash.no_paths``; empty for the local models."""
+  if not identity:
+    return ""
+  model = re.sub(r"[^A-Za-z0-9._-]+", "_", str(identity.get("model")))
+  suffix = f".{identity['backend']}-{model}"
+  return suffix + ("" if agents.get("show_paths", True) else ".no_paths")
 
 
 def llm_figures(identity: dict | None, usage: dict, answered, agents

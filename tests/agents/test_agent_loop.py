@@ -15,6 +15,7 @@ from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import gemini_backend, llm_usage, templates
 from racer_jax.agents.agent_loop import Collaboration, FoldCritic
 from racer_jax.agents.graph_agent import GraphAgent
+from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini, prompt_text
 
 
@@ -145,14 +146,12 @@ def test_calibrated_critic_rule():
   assert [v.verdict for v in verdicts] == ["ACCEPT", "UNSURE"]
 
 
-def gemini_responder():
+def loop_responder():
   """Answers choice 0; the critic is UNSURE the first time it sees a
   question and ACCEPTs after."""
   seen = {}
 
-  def respond(req):
-    system = json.dumps(req.get("systemInstruction", {}))
-    text = prompt_text(req)
+  def respond(system, text):
     if "check a proposed answer" in system:
       q = re.search(r"Question: (.*)", text).group(1)
       seen[q] = seen.get(q, 0) + 1
@@ -164,17 +163,15 @@ def gemini_responder():
   return respond
 
 
-def test_gemini_loop_with_faults_falls_back_cleanly(parts):
+@pytest.mark.parametrize("kind", llm_stubs.KINDS)
+def test_llm_loop_with_faults_falls_back_cleanly(parts, kind):
   graph, local, data = parts
   graph.reset_memory()
-  with StubGemini(gemini_responder()) as stub:
-    # The first call hits a 500 (retried by the SDK); another gets a
-    # malformed reply (falls back to the local answerer).
-    stub.script.append((500, {"error": {"code": 500, "message": "x",
-                                        "status": "INTERNAL"}}, 0))
-    backend = gemini_backend.GeminiBackend(
-        "m", api_key="k", base_url=stub.url, initial_delay_s=0.01,
-        max_delay_s=0.02)  # no cache: round 2 may repeat round 1's prompt
+  # no cache: round 2 may repeat round 1's prompt
+  with llm_stubs.stub_backend(kind, loop_responder()) as (stub, backend):
+    # The first call hits a 500 (retried); another gets a malformed reply
+    # (falls back to the local answerer).
+    stub.script.append(llm_stubs.fault(kind, "server_error"))
     usage = llm_usage.UsageReport()
     answerer = answer_lib.LLMAnswerer(backend, local, usage)
     critic = critic_lib.LLMCritic(backend, critic_lib.LocalCritic(0.0),
@@ -185,12 +182,12 @@ def test_gemini_loop_with_faults_falls_back_cleanly(parts):
     assert n and all(r.accepted and len(r.rounds) == 2 for r in results)
     assert all(r.rounds[0].verdict.verdict == "UNSURE" and
                r.rounds[1].verdict.verdict == "ACCEPT" for r in results)
-    assert all(r.rounds[0].answer.backend == "gemini" for r in results)
+    assert all(r.rounds[0].answer.backend == kind for r in results)
     assert usage.to_dict()["llm_calls"] == 4 * n  # 2 answers + 2 verdicts
     assert usage.input_tokens > 0
     # A malformed reply for one question: that answer comes from the local
     # model, the fallback is counted, the loop still finishes.
-    stub.responder = lambda req: "{not json"
+    stub.responder = lambda req: "{not json"  # (either stub's form)
     graph.reset_memory()
     usage2 = llm_usage.UsageReport()
     collab = Collaboration(

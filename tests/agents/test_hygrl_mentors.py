@@ -10,12 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents import gemini_backend, llm_usage
+from racer_jax.agents import llm_usage
 from racer_jax.agents.hygrl_mentors import LLMJudgements
 from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.runs import builders, hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.train import hygrl_stage
+from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini
 from tests.trained_runs import QUIET
 
@@ -89,8 +90,9 @@ def test_llm_mentor_and_judge_in_training(retrieval_runs, demo_workspace,
       assert b"sentinel-training-key" not in f.read_bytes(), f
 
 
+@pytest.mark.parametrize("kind", llm_stubs.KINDS)
 def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
-                                                      demo_workspace):
+                                                      demo_workspace, kind):
   config, _, _ = retrieval_runs
   config = config.copy_and_resolve_references()
   policy, _, state = hygrl_state.create_state(
@@ -101,8 +103,7 @@ def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
   proposal = jax.device_get(hygrl_update.make_rl_proposal(policy, cfg)(
       state, batch, demo_workspace.concept_emb,
       np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)))
-  with StubGemini(lambda req: "{broken") as stub:
-    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
+  with llm_stubs.stub_backend(kind, lambda s, u: "{broken") as (_, backend):
     usage = llm_usage.UsageReport()
     ext = LLMJudgements(backend, demo_workspace.kg, usage,
                         pairs_per_question=1).external(

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from racer_jax.agents import gemini_backend, llm, llm_usage
+from racer_jax.agents import answer_agent, gemini_backend, llm, llm_usage
 from racer_jax.agents.llm_cache import ResponseCache, cache_key
 from racer_jax.errors import ConfigError, LLMError
 from tests.agents import stub_gemini
@@ -282,3 +282,31 @@ def test_missing_key_is_a_config_error(monkeypatch):
     monkeypatch.delenv(name, raising=False)
   with pytest.raises(ConfigError, match="GEMINI_API_KEY"):
     gemini_backend.GeminiBackend("m")
+
+
+class _LocalStandIn:
+  """The local answerer's place: always choice 1."""
+
+  def answer_many(self, requests):
+    return [answer_agent.Answer(1, 0.6, [0.4, 0.6], "local", "", "",
+                                "local") for _ in requests]
+
+
+def test_a_thinking_only_reply_is_never_scored_as_the_llms_answer():
+  report = llm_usage.UsageReport()
+  request = answer_agent.AnswerRequest("q?", ["a", "b"], ["", ""])
+  with StubGemini(lambda req: json.dumps({"answer": 0, "confidence": 0.9,
+                                          "rationale": "r"})) as stub:
+    stub.script.append((200, stub_gemini.thinking_only_max_tokens(), 0))
+    answerer = answer_agent.LLMAnswerer(backend(stub), _LocalStandIn(),
+                                        report)
+    cut, = answerer.answer_many([request])
+    fine, = answerer.answer_many([answer_agent.AnswerRequest(
+        "q2?", ["a", "b"], ["", ""])])
+  assert (cut.backend, cut.choice, cut.llm["error"]) == ("local", 1,
+                                                          "truncated")
+  assert (fine.backend, fine.choice) == ("gemini", 0)
+  usage = report.to_dict()
+  assert usage["per_agent"]["answer"]["errors_by_category"] == {
+      "truncated": 1}
+  assert usage["fallbacks"] == 1 and usage["thinking_tokens"] == 512

@@ -8,6 +8,7 @@ import pytest
 from racer_jax.agents import gemini_backend, llm_usage, templates
 from racer_jax.agents.templates import Triple
 from racer_jax.kg import relations
+from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini, prompt_text
 
 
@@ -47,20 +48,19 @@ def test_chain_and_knowledge_text():
   assert templates.chain([]) == "" and templates.knowledge_text([]) == ""
 
 
-def test_llm_rewrite_and_its_fallback():
+@pytest.mark.parametrize("kind", llm_stubs.KINDS)
+def test_llm_rewrite_and_its_fallback(kind):
   sentences = ["Bird can fly.", "Wing is used for fly."]
 
-  def polish(req):
-    lines = prompt_text(req).splitlines()
+  def polish(system, user):
     return "\n".join(f"{ln.split('. ', 1)[0]}. A {ln.split('. ', 1)[1].lower()}"
-                     for ln in lines)
+                     for ln in user.splitlines())
 
-  with StubGemini(polish) as stub:
-    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
+  with llm_stubs.stub_backend(kind, polish) as (_, backend):
     assert templates.rewrite(backend, sentences) == [
         "A bird can fly.", "A wing is used for fly."]
-  with StubGemini(lambda req: "just one line") as stub:
-    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
+  with llm_stubs.stub_backend(kind, lambda s, u: "just one line") as (
+      _, backend):
     assert templates.rewrite(backend, sentences) == sentences
   assert templates.rewrite(None, []) == []
 

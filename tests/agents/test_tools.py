@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from racer_jax.agents import explorer as explorer_lib
-from racer_jax.agents import gemini_backend, tools
+from racer_jax.agents import tools
 from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError
-from tests.agents.stub_gemini import StubGemini, prompt_text
+from tests.agents import llm_stubs
 
 
 # -- the parser ----------------------------------------------------------
@@ -94,8 +94,7 @@ def test_function_errors(graph_tools, function, args, message):
 # -- the explorer ----------------------------------------------------------
 def scripted(steps_by_question):
   """Replies by question and step number (the count of observations)."""
-  def respond(req):
-    text = prompt_text(req)
+  def respond(system, text):
     q = re.search(r"Question: (.*)", text).group(1)
     n = text.count("<think>")
     script = steps_by_question[q]
@@ -103,7 +102,8 @@ def scripted(steps_by_question):
   return respond
 
 
-def test_explorer_outcomes_and_metrics(graph_tools):
+@pytest.mark.parametrize("kind", llm_stubs.KINDS)
+def test_explorer_outcomes_and_metrics(graph_tools, kind):
   script = {
       "What can a bird do?": [
           "<think>find it</think><graph>RetrieveNode[bird]</graph>",
@@ -120,8 +120,7 @@ def test_explorer_outcomes_and_metrics(graph_tools):
                ("Where is a dragon?", ["cave", "sky"], "cave"),
                ("Broken?", ["a", "b"], "a"),
                ("Wrong?", ["fly", "swim"], "fly")]
-  with StubGemini(scripted(script)) as stub:
-    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
+  with llm_stubs.stub_backend(kind, scripted(script)) as (_, backend):
     ex = explorer_lib.Explorer(backend, graph_tools, max_interactions=4)
     out = ex.run(questions)
   by_q = {t.question: t for t in out}
@@ -146,10 +145,10 @@ def test_explorer_outcomes_and_metrics(graph_tools):
   assert ex.report.calls == 9
 
 
-def test_llm_failure_ends_the_question_cleanly(graph_tools):
-  with StubGemini() as stub:
-    stub.script.append((200, {"candidates": []}, 0))
-    backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
+@pytest.mark.parametrize("kind", llm_stubs.KINDS)
+def test_llm_failure_ends_the_question_cleanly(graph_tools, kind):
+  with llm_stubs.stub_backend(kind) as (stub, backend):
+    stub.script.append(llm_stubs.fault(kind, "empty"))
     ex = explorer_lib.Explorer(backend, graph_tools)
     [t] = ex.run([("q?", ["a"], "a")])
   assert t.outcome == "invalid_protocol" and t.errors == ["llm: empty"]

@@ -119,34 +119,47 @@ def test_report_matches_jsonl_and_resume_is_exact(head_run, tmp_path,
 SENTINEL = "sentinel-evaluation-key-9876543210"
 
 
-@pytest.mark.slow  # ~1 min: two passes with the Gemini backend (a stub)
-def test_api_key_is_never_written(head_run, tmp_path, monkeypatch, capfd):
-  """An evaluation with the gemini backend against a local stub, with
-  faults; the key is in the environment and must appear in no file the
-  run writes (JSONL, metrics, report, cache, checkpoints), no log and no
-  exception."""
-  from tests.agents.stub_gemini import StubGemini
+@pytest.mark.slow  # ~1 min each: two passes with an LLM backend (a stub)
+@pytest.mark.parametrize("backend", ["gemini", "openai"])
+def test_api_key_is_never_written(head_run, tmp_path, monkeypatch, capfd,
+                                  backend):
+  """An evaluation with an LLM backend against a local stub, with faults;
+  the key is in the environment and must appear in no file the run writes
+  (JSONL, metrics, report, cache, checkpoints), no log and no exception."""
+  from tests.agents import stub_gemini, stub_openai
   reply = json.dumps({"answer": 0, "confidence": 0.9, "rationale": "r",
                       "verdict": "ACCEPT", "reason": "ok"})
-  config, workdir = _copy_run(head_run, tmp_path, "gemini")
-  monkeypatch.setenv("GEMINI_API_KEY", SENTINEL)
-  with StubGemini(lambda req: reply) as stub:
-    stub.script.extend([(500, {"error": {"code": 500, "message": "x"}}, 0),
-                        (200, b"not json", 0)])
+  config, workdir = _copy_run(head_run, tmp_path, backend)
+  if backend == "gemini":
+    monkeypatch.setenv("GEMINI_API_KEY", SENTINEL)
+    stub = stub_gemini.StubGemini(lambda req: reply)
+    faults = [(500, stub_gemini.error_body(500, "INTERNAL"), 0),
+              (200, b"not json", 0)]
+    header, expected = "x-goog-api-key", SENTINEL
+  else:
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    stub = stub_openai.StubOpenAI(lambda req: reply, models=["m-test"])
+    faults = [(500, stub_openai.error(500, "x", "server_error"), 0),
+              (200, b"not json", 0)]
+    header, expected = "authorization", f"Bearer {SENTINEL}"
+  with stub:
+    stub.script.extend(faults)
     agents = config.agents.copy_and_resolve_references()
-    agents.backend, agents.base_url = "gemini", stub.url
-    agents.attempts, agents.model = 2, "gemini-test"
+    agents.backend, agents.base_url = backend, stub.url
+    agents.attempts, agents.model = 2, "m-test"
     figures = agents_eval.evaluate(config, None, workdir, seeds=1,
                                    agents=agents, progress=False)
-    assert stub.requests and all(
-        r["headers"].get("x-goog-api-key") == SENTINEL
-        for r in stub.requests)
+    assert stub.requests and all(r["headers"].get(header) == expected
+                                 for r in stub.requests)
   assert figures["llm"]["llm_calls"] > 0
   assert figures["llm_calls_per_question"] > 0
-  rows = [json.loads(x) for x in (workdir / "eval" / "dev" /
-                                  "full.seed0.jsonl").read_text().splitlines()]
+  assert (figures["backend"], figures["model"]) == (backend, "m-test")
+  rows = [json.loads(x) for x in (workdir / "eval" / f"dev.{backend}-m-test"
+                                  / "full.seed0.jsonl").read_text(
+                                      ).splitlines()]
   assert sum(r["llm_calls"] for r in rows) / len(rows) == pytest.approx(
       figures["llm_calls_per_question"])
+  assert all(r["llm"]["backend"] == backend for r in rows)
   for path in workdir.rglob("*"):
     if path.is_file():
       assert SENTINEL.encode() not in path.read_bytes(), path

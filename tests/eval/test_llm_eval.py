@@ -53,7 +53,8 @@ def test_four_agents_on_a_real_model(head_run, llama_server, tmp_path):
   usage = figures["llm"]
   assert usage["per_agent"]["answer"]["calls"] >= 8  # two passes
   assert usage["per_agent"]["critic"]["calls"] >= 4
-  out = workdir / "eval" / "dev.first4"
+  out = workdir / "eval" / "dev.openai-smollm2.first4"
+  assert figures["name"] == "dev.openai-smollm2.first4"
   rows = [json.loads(x) for x in (out / "full.seed0.jsonl").read_text(
       ).splitlines()]
   for row in rows:
@@ -131,7 +132,7 @@ def test_failed_llm_answers_are_no_llm_result(head_run, tmp_path):
   assert figures["llm_answered_fraction"] == 0.0
   assert figures["llm_result"] is False
   assert figures["llm_errors"]["truncated"] >= 8
-  out = workdir / "eval" / "dev.first4"
+  out = workdir / "eval" / "dev.openai-stub-model.first4"
   assert (out / "report.md").read_text().startswith("**NOT AN LLM RESULT")
   text = evaluate_run.figures_text(figures, "agents", workdir)
   assert text.startswith("NOT AN LLM RESULT") and "truncated" in text

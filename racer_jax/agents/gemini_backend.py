@@ -24,8 +24,8 @@ import httpx2
 
 from racer_jax.agents.llm import (RETRY_STATUS_CODES, GenerationSettings,
                                   LLMReply, Request, Retryable, TextBackend,
-                                  category_of_status, parse_reply,
-                                  retry_after_seconds)
+                                  category_of_status, retry_after_seconds,
+                                  with_text)
 from racer_jax.errors import ConfigError
 
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -160,13 +160,7 @@ class GeminiBackend(TextBackend):
     if finish in BLOCKED:
       reply.error, reply.detail = "blocked", f"finish reason {finish}"
       return reply
-    if not text:
-      reply.error = "empty"
-      reply.detail = f"no text (finish reason {finish or 'none'})"
-      return reply
-    reply.text = text
-    reply.parsed, reply.error = parse_reply(text, schema)
-    return reply
+    return with_text(reply, text, schema)
 
   def count_tokens(self, system: str, user: str) -> int | None:
     """The API's token count of a prompt (``models.count_tokens``, free),

@@ -131,6 +131,19 @@ def parse_reply(text: str, schema: dict | None):
   return parsed, None
 
 
+def with_text(reply: LLMReply, text: str | None, schema: dict | None
+              ) -> LLMReply:
+  """``reply`` (its finish reason read and found normal) completed by its
+  text: ``empty`` without any, else parsed under ``schema``."""
+  if not (text or "").strip():
+    reply.error = "empty"
+    reply.detail = f"no text (finish reason {reply.finish_reason or 'none'})"
+    return reply
+  reply.text = text
+  reply.parsed, reply.error = parse_reply(text, schema)
+  return reply
+
+
 def category_of_status(code: int) -> str:
   """The error category of an HTTP status."""
   if code in (401, 403):

@@ -28,8 +28,8 @@ import openai
 
 from racer_jax.agents.llm import (RETRY_STATUS_CODES, GenerationSettings,
                                   LLMReply, Request, Retryable, TextBackend,
-                                  category_of_status, parse_reply,
-                                  retry_after_seconds)
+                                  category_of_status, retry_after_seconds,
+                                  with_text)
 from racer_jax.errors import ConfigError
 
 KEY_VARIABLE = "OPENAI_API_KEY"
@@ -170,13 +170,7 @@ class OpenAIBackend(TextBackend):
       reply.detail = (f"refusal: {refusal[:120]}" if refusal else
                       "finish reason content_filter")
       return reply
-    if not text.strip():
-      reply.error = "empty"
-      reply.detail = f"no text (finish reason {reply.finish_reason or 'none'})"
-      return reply
-    reply.text = text
-    reply.parsed, reply.error = parse_reply(text, schema)
-    return reply
+    return with_text(reply, text, schema)
 
   # -- free calls: the server's tokenizer and model list ----------------------
   def _root(self) -> str:

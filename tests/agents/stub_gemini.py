@@ -11,11 +11,9 @@ prompt as no candidates and ``promptFeedback.blockReason``."""
 
 from __future__ import annotations
 
-import collections
-import http.server
 import json
-import threading
-import time
+
+from tests.agents.stub_server import ScriptedServer
 
 
 def reply_body(text: str, prompt_tokens: int = 11, output_tokens: int = 7,
@@ -65,91 +63,29 @@ def error_body(code: int, status: str, message: str = "error",
   return body
 
 
-class StubGemini:
+class StubGemini(ScriptedServer):
   """``script``: a queue of ``(status, body, delay_s[, headers])`` used in
   order, one per request; when it is empty, ``responder(request_json)``
-  makes the reply text (default: echo). Records every request (path,
-  headers, json, arrival time) and the peak number in flight. ``GET
-  /v1/models/M`` answers for the ``models`` it knows (None: any)."""
+  makes the reply text (default: "ok"). ``GET /v1/models/M`` answers for
+  the ``models`` it knows (None: any); ``:countTokens`` counts one token
+  per 4 characters (the real API uses the model's tokenizer)."""
 
   def __init__(self, responder=None, models=None):
-    self.script = collections.deque()
-    self.responder = responder or (lambda req: "ok")
-    self.requests = []
     self.models = models
-    self.in_flight = 0
-    self.peak_in_flight = 0
-    self._lock = threading.Lock()
-    stub = self
+    super().__init__(responder or (lambda req: "ok"))
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def log_message(self, *args):
-        pass
+  def answer_get(self, path):
+    name = path.split("?")[0].rsplit("/", 1)[-1]
+    if self.models is None or name in self.models:
+      return (200, {"name": f"models/{name}"}, 0)
+    return (404, error_body(404, "NOT_FOUND", f"models/{name} is not found"),
+            0)
 
-      def do_GET(self):
-        name = self.path.split("?")[0].rsplit("/", 1)[-1]
-        known = stub.models is None or name in stub.models
-        body = ({"name": f"models/{name}"} if known else
-                error_body(404, "NOT_FOUND", f"models/{name} is not found"))
-        data = json.dumps(body).encode()
-        self.send_response(200 if known else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-      def do_POST(self):
-        body = json.loads(self.rfile.read(
-            int(self.headers.get("Content-Length", 0))) or b"{}")
-        with stub._lock:
-          stub.requests.append({"path": self.path,
-                                "headers": dict(self.headers),
-                                "json": body, "time": time.monotonic()})
-          stub.in_flight += 1
-          stub.peak_in_flight = max(stub.peak_in_flight, stub.in_flight)
-          item = stub.script.popleft() if stub.script else None
-        try:
-          if item is None and self.path.endswith(":countTokens"):
-            # the real API's count is the model's tokenizer; the stub's is
-            # one token per 4 characters, enough to test the plumbing
-            chars = len(json.dumps(body.get("contents", [])))
-            item = (200, {"totalTokens": max(1, chars // 4)}, 0)
-          if item is None:
-            status, payload, delay = 200, reply_body(stub.responder(body)), 0
-            headers = {}
-          else:
-            status, payload, delay = item[:3]
-            headers = item[3] if len(item) > 3 else {}
-          if delay:
-            time.sleep(delay)
-          data = (payload if isinstance(payload, bytes)
-                  else json.dumps(payload).encode())
-          self.send_response(status)
-          self.send_header("Content-Type", "application/json")
-          self.send_header("Content-Length", str(len(data)))
-          for name, value in headers.items():
-            self.send_header(name, value)
-          self.end_headers()
-          self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-          pass
-        finally:
-          with stub._lock:
-            stub.in_flight -= 1
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.server.daemon_threads = True
-    self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-    self._thread = threading.Thread(target=self.server.serve_forever,
-                                    daemon=True)
-
-  def __enter__(self):
-    self._thread.start()
-    return self
-
-  def __exit__(self, *exc):
-    self.server.shutdown()
-    self.server.server_close()
+  def answer_post(self, path, body):
+    if path.endswith(":countTokens"):
+      chars = len(json.dumps(body.get("contents", [])))
+      return (200, {"totalTokens": max(1, chars // 4)}, 0)
+    return (200, reply_body(self.responder(body)), 0)
 
 
 def prompt_text(request_json) -> str:

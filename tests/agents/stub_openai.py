@@ -13,11 +13,9 @@ the ``models`` it serves.
 
 from __future__ import annotations
 
-import collections
-import http.server
-import json
-import threading
 import time
+
+from tests.agents.stub_server import ScriptedServer
 
 
 def completion(text: str | None, *, finish: str = "stop",
@@ -44,94 +42,46 @@ def error(status: int, message: str, kind: str = "invalid_request_error",
                     "code": code}}
 
 
-class StubOpenAI:
+class StubOpenAI(ScriptedServer):
   """``script``: a queue of ``(status, body, delay_s[, headers])`` used in
   order, one per chat request; when it is empty, ``responder(request_json)``
-  makes the reply text. Records every chat request (path, headers, json,
-  arrival time) and the peak number in flight. ``refuse_json_schema``:
-  answer a ``json_schema`` response format the way llama-cpp-python's
-  server does (a validation error naming the field)."""
+  makes the reply text. ``refuse_json_schema``: answer a ``json_schema``
+  response format the way llama-cpp-python's server does (a validation
+  error naming the field). Other POSTs (a tokenizer) are not there."""
+
+  url_suffix = "/v1"
 
   def __init__(self, responder=None, models=("stub-model",),
                refuse_json_schema: bool = False):
-    self.script = collections.deque()
-    self.responder = responder or (lambda req: "ok")
     self.models = list(models)
     self.refuse_json_schema = refuse_json_schema
-    self.requests = []
-    self.in_flight = 0
-    self.peak_in_flight = 0
-    self._lock = threading.Lock()
-    stub = self
+    super().__init__(responder or (lambda req: "ok"))
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def log_message(self, *args):
-        pass
+  def record(self, path):
+    return path.endswith("/chat/completions")
 
-      def _send(self, status, payload, headers=None):
-        data = (payload if isinstance(payload, bytes)
-                else json.dumps(payload).encode())
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-          self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+  def _refused(self, body):
+    fmt = (body.get("response_format") or {}).get("type")
+    if self.refuse_json_schema and fmt == "json_schema":
+      return (422, {"detail": [{
+          "type": "literal_error", "loc": ["body", "response_format", "type"],
+          "msg": "Input should be 'text' or 'json_object'"}]}, 0)
+    return None
 
-      def do_GET(self):
-        if self.path.rstrip("/").endswith("/models"):
-          self._send(200, {"object": "list", "data": [
-              {"id": m, "object": "model", "owned_by": "stub"}
-              for m in stub.models]})
-        else:
-          self._send(404, error(404, "not found"))
+  def scripted(self, path, body, item):
+    return self._refused(body) or item
 
-      def do_POST(self):
-        body = json.loads(self.rfile.read(
-            int(self.headers.get("Content-Length", 0))) or b"{}")
-        if not self.path.endswith("/chat/completions"):
-          self._send(404, {"detail": "Not Found"})  # e.g. no tokenizer
-          return
-        with stub._lock:
-          stub.requests.append({"path": self.path,
-                                "headers": dict(self.headers),
-                                "json": body, "time": time.monotonic()})
-          stub.in_flight += 1
-          stub.peak_in_flight = max(stub.peak_in_flight, stub.in_flight)
-          item = stub.script.popleft() if stub.script else None
-        try:
-          fmt = (body.get("response_format") or {}).get("type")
-          if stub.refuse_json_schema and fmt == "json_schema":
-            item = (422, {"detail": [{
-                "type": "literal_error",
-                "loc": ["body", "response_format", "type"],
-                "msg": "Input should be 'text' or 'json_object'"}]}, 0)
-          if item is None:
-            item = (200, completion(stub.responder(body)), 0)
-          status, payload, delay = item[:3]
-          if delay:
-            time.sleep(delay)
-          self._send(status, payload, item[3] if len(item) > 3 else None)
-        except (BrokenPipeError, ConnectionResetError):
-          pass
-        finally:
-          with stub._lock:
-            stub.in_flight -= 1
+  def answer_get(self, path):
+    if path.rstrip("/").endswith("/models"):
+      return (200, {"object": "list", "data": [
+          {"id": m, "object": "model", "owned_by": "stub"}
+          for m in self.models]}, 0)
+    return (404, error(404, "not found"), 0)
 
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.server.daemon_threads = True
-    self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-    self._thread = threading.Thread(target=self.server.serve_forever,
-                                    daemon=True)
-
-  def __enter__(self):
-    self._thread.start()
-    return self
-
-  def __exit__(self, *exc):
-    self.server.shutdown()
-    self.server.server_close()
+  def answer_post(self, path, body):
+    if not self.record(path):
+      return (404, {"detail": "Not Found"}, 0)  # e.g. no tokenizer
+    return self._refused(body) or (200, completion(self.responder(body)), 0)
 
 
 def user_text(request_json) -> str:

@@ -147,9 +147,9 @@ class AgentStack:
       local = EnsembleAnswerer([local] + [LocalAnswerer(w, log=log)
                                           for w in ensemble])
     self.local = local
-    self.backend = llm_backends.make_backend(self.agents, api_key,
-                                    cache_path=self.workdir /
-                                    "llm_cache.sqlite", dry_run=dry_run)
+    self.backend = llm_backends.make_backend(
+        self.agents, api_key, cache_path=self.workdir / "llm_cache.sqlite",
+        dry_run=dry_run)
     self.usage = llm_usage.UsageReport()
     # which LLM answers (None: the local models); every record carries it
     self.llm_identity = (self.backend.identity() if self.backend is not None

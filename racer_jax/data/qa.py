@@ -10,10 +10,15 @@ Formats read (detected per line):
 
 A malformed line raises :class:`~racer_jax.errors.DataError` naming file, line
 and field, or with ``on_bad_line="skip"`` is skipped and counted in the
-:class:`LoadReport`. A repeated question id and an empty choice label are
-malformed too (a repeated id would be trained on or scored twice), and so
-is a file without a single question. A question with no choices is not
-malformed: it is kept and flagged downstream as unanswerable.
+:class:`LoadReport`. Malformed too, the same way ``launch/answer.py`` checks
+its choices: a repeated question id (it would be trained on or scored
+twice), an empty choice label or text, fewer than two choices (one choice is
+always "right"), a stem longer than :data:`MAX_STEM_CHARS` or a choice
+longer than :data:`MAX_CHOICE_CHARS` (no question of these sets comes near),
+and a file without a single question. Two choices that are the same but for
+case or spaces (``oven`` and ``Oven ``) are kept — CommonsenseQA and
+OpenBookQA have such questions — but counted and named in the report's
+``warnings`` (``launch/answer.py`` refuses them outright).
 """
 
 from __future__ import annotations
@@ -27,6 +32,12 @@ from typing import Any
 import numpy as np
 
 from racer_jax.errors import DataError
+
+# Far above any CommonsenseQA / OpenBookQA question (stems < 600
+# characters, choices < 100): a longer one is a pasted document, not a
+# question.
+MAX_STEM_CHARS = 4000
+MAX_CHOICE_CHARS = 500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +77,8 @@ class LoadReport:
   blank: int = 0
   unlabeled: int = 0
   duplicate_ids: int = 0
+  duplicate_choices: int = 0   # questions with a choice given twice
+  warnings: list[str] = dataclasses.field(default_factory=list)
   formats: collections.Counter = dataclasses.field(
       default_factory=collections.Counter)
   bad_lines: list[str] = dataclasses.field(default_factory=list)
@@ -74,6 +87,7 @@ class LoadReport:
     out = dataclasses.asdict(self)
     out["formats"] = dict(self.formats)
     out["bad_lines"] = self.bad_lines[:20]
+    out["warnings"] = self.warnings[:20]
     return out
 
 
@@ -138,6 +152,10 @@ def parse_record(record: Any, path, lineno: int) -> tuple[QAExample, str]:
   for i, label in enumerate(labels):
     if not label.strip():
       raise DataError(path, lineno, f"choices[{i}].label", "empty")
+  _check_question(stem, texts, path, lineno)
+  repeated = repeated_choices(texts)
+  if repeated:
+    meta["repeated_choices"] = repeated
   answer_index = None
   key = record.get("answerKey")
   if key not in (None, ""):
@@ -148,6 +166,38 @@ def parse_record(record: Any, path, lineno: int) -> tuple[QAExample, str]:
   meta["labels"] = labels
   return QAExample(id=str(qid), stem=stem, choices=tuple(texts),
                    answer_index=answer_index, meta=meta), fmt
+
+
+def _check_question(stem: str, texts: list[str], path, lineno: int) -> None:
+  """The checks every multiple-choice question passes (module docstring)."""
+  if not stem.strip():
+    raise DataError(path, lineno, "stem", "empty")
+  if len(stem) > MAX_STEM_CHARS:
+    raise DataError(path, lineno, "stem", f"{len(stem):,} characters (more "
+                    f"than {MAX_STEM_CHARS:,}): not a question")
+  if len(texts) < 2:
+    raise DataError(path, lineno, "choices", f"{len(texts)} choice(s): a "
+                    "multiple-choice question needs at least two")
+  for i, text in enumerate(texts):
+    if not text.strip():
+      raise DataError(path, lineno, f"choices[{i}].text", "empty")
+    if len(text) > MAX_CHOICE_CHARS:
+      raise DataError(path, lineno, f"choices[{i}].text", f"{len(text):,} "
+                      f"characters (more than {MAX_CHOICE_CHARS})")
+
+
+def repeated_choices(texts) -> list[tuple[int, int]]:
+  """``(first, again)`` index pairs of choices that are the same but for
+  case and spaces."""
+  seen: dict[str, int] = {}
+  out = []
+  for i, text in enumerate(texts):
+    same = " ".join(text.split()).casefold()
+    if same in seen:
+      out.append((seen[same], i))
+    else:
+      seen[same] = i
+  return out
 
 
 def load_jsonl(paths, *, on_bad_line: str = "error",
@@ -171,7 +221,9 @@ def load_jsonl(paths, *, on_bad_line: str = "error",
           continue
         try:
           try:
-            record = json.loads(raw.decode("utf-8"))
+            # without its newline, a cut line's error is placed where the
+            # line ends, not at "line 2 column 1"
+            record = json.loads(raw.decode("utf-8").rstrip("\r\n"))
           except UnicodeDecodeError as e:
             raise DataError(path, lineno, None, "not valid UTF-8") from e
           except json.JSONDecodeError as e:
@@ -189,6 +241,14 @@ def load_jsonl(paths, *, on_bad_line: str = "error",
           report.bad_lines.append(str(e))
           continue
         seen[example.id] = f"{os.fspath(path)}:{lineno}"
+        if example.meta.get("repeated_choices"):
+          report.duplicate_choices += 1
+          report.warnings.append(
+              f"{os.fspath(path)}:{lineno}: question {example.id!r} gives a "
+              "choice twice: " + ", ".join(
+                  f"{example.choices[a]!r} (choice {a}) = "
+                  f"{example.choices[b]!r} (choice {b})"
+                  for a, b in example.meta["repeated_choices"]))
         report.formats[fmt] += 1
         report.unlabeled += example.answer_index is None
         report.loaded += 1

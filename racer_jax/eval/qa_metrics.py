@@ -161,9 +161,8 @@ def question_metrics(records: list[dict]) -> dict:
       "thinking_tokens_per_question": mean_of(r.get("thinking_tokens", 0)
                                               for r in records),
       # the share of final answers an LLM gave (None: no LLM in the seats)
-      "llm_answered_fraction": mean_of(
-          r.get("answered_by", "local") != "local" for r in records
-          if r.get("llm")) if any(r.get("llm") for r in records) else None,
+      "llm_answered_fraction": mean_of(r["answered_by"] != "local"
+                                       for r in records if r.get("llm")),
       "latency_p50_s": float(np.percentile(seconds, 50)),
       "latency_p95_s": float(np.percentile(seconds, 95)),
   }

@@ -72,8 +72,12 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
   data_dir = datasets.resolve_data_dir(data_dir)
   out = {}
   for split in splits:
-    examples, _ = qa.load_jsonl(datasets.split_path(config, split, data_dir),
-                                on_bad_line=config.data.on_bad_line)
+    examples, loaded = qa.load_jsonl(
+        datasets.split_path(config, split, data_dir),
+        on_bad_line=config.data.on_bad_line)
+    if loaded.duplicate_choices:
+      log(f"warning: {loaded.duplicate_choices} {split} question(s) give a "
+          f"choice twice; the first: {loaded.warnings[0]}")
     cached = prep_dir / f"{split}.subgraphs.npz"
     num_nodes, num_edges = subgraph_cache.subgraph_sizes(cached)
     if len(examples) != len(num_nodes):

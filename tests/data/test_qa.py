@@ -43,6 +43,16 @@ BAD = [
                                                     "label": ["A", "B"]}},
      "choices"),
     ({"id": "x", "stem": "s"}, "question"),
+    # issue 39: what answer.py refuses is refused in a file too
+    ({"id": "x", "answerKey": "A", "question": {"stem": "s", "choices": [
+        {"label": "A", "text": "yes"}]}}, "choices"),
+    ({"id": "x", "answerKey": "A", "question": {"stem": "s",
+                                                "choices": []}}, "choices"),
+    ({"id": "x", "question": {"stem": "s", "choices": [
+        {"label": "A", "text": "oven"}, {"label": "B", "text": " "}]}},
+     "choices[1].text"),
+    ({"id": "x", "question": {"stem": "w" * 94_000, "choices": GOOD[
+        "question"]["choices"]}}, "stem"),
 ]
 
 
@@ -58,14 +68,38 @@ def test_bad_line_names_file_line_field(tmp_path, bad, field):
   assert report.skipped == 1 and len(report.bad_lines) == 1
 
 
-def test_unanswerable_kept_and_counted(tmp_path):
-  empty = {"id": "e", "question": {"stem": "Why?", "choices": []}}
+def test_unlabeled_kept_and_counted(tmp_path):
   unlabeled = {"id": "u", "question": GOOD["question"]}
   examples, report = qa.load_jsonl(
-      _write(tmp_path, [empty, unlabeled, unlabeled | {"id": "v"}, ""]))
-  assert examples[0].choices == () and examples[1].answer_index is None
-  assert report.unlabeled == 3 and report.duplicate_ids == 0
-  assert report.blank == 1 and report.loaded == 3
+      _write(tmp_path, [unlabeled, unlabeled | {"id": "v"}, ""]))
+  assert examples[1].answer_index is None
+  assert report.unlabeled == 2 and report.duplicate_ids == 0
+  assert report.blank == 1 and report.loaded == 2
+
+
+def test_a_cut_line_is_placed_where_it_ends(tmp_path):
+  line = json.dumps(GOOD)[:44]
+  with pytest.raises(DataError, match="at column 45"):
+    qa.load_jsonl(_write(tmp_path, [GOOD, line]))
+
+
+def test_a_choice_given_twice_is_kept_but_said(tmp_path):
+  twice = {"id": "t", "question": {"stem": "s", "choices": [
+      {"label": "A", "text": "oven"}, {"label": "B", "text": "freezer"},
+      {"label": "C", "text": "Oven "}]}}
+  examples, report = qa.load_jsonl(_write(tmp_path, [GOOD, twice]))
+  assert examples[1].meta["repeated_choices"] == [(0, 2)]
+  assert report.duplicate_choices == 1
+  assert "q.jsonl:2: question 't' gives a choice twice: 'oven' (choice 0) " \
+      "= 'Oven ' (choice 2)" in report.to_dict()["warnings"][0]
+
+
+def test_no_choices_is_not_a_bad_answer_key(tmp_path):
+  bad = {"id": "x", "answerKey": "A", "question": {"stem": "s",
+                                                   "choices": []}}
+  with pytest.raises(DataError, match="0 choice") as err:
+    qa.load_jsonl(_write(tmp_path, [bad]))
+  assert err.value.field == "choices"
 
 
 def test_repeated_id_empty_label_and_empty_file_are_refused(tmp_path):

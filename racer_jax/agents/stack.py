@@ -19,6 +19,7 @@ held-out slice of the training split the critic is calibrated on — and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -57,7 +58,8 @@ def eval_config(rconfig, data_dir, eval_file):
   eval_file = Path(eval_file).resolve()
   if not eval_file.is_file():
     raise FileNotFoundError(f"--eval_file {eval_file} not found")
-  key = "file_" + eval_file.stem
+  # a config field name: any file name a user can have must make one
+  key = "file_" + re.sub(r"[^A-Za-z0-9_]", "_", eval_file.stem)
   rconfig = rconfig.copy_and_resolve_references()
   with rconfig.unlocked():
     files = dict(rconfig.data.get("files", {}))

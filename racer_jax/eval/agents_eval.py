@@ -42,14 +42,12 @@ from typing import Callable
 
 import numpy as np
 
-from racer_jax.agents.answer_agent import (AnswerRequest, EnsembleAnswerer,
-                                           LocalAnswerer)
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.stack import AgentStack, subset
-from racer_jax.eval import (calibration, llm_figures, paired, passes, report,
-                            resume_checks)
+from racer_jax.eval import (calibration, head_only, llm_figures, passes,
+                            report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
 from racer_jax.eval import qa_metrics as metrics_lib
 
@@ -76,18 +74,6 @@ HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
             "accepted_fraction", "mean_turns", "llm_calls_per_question",
             "tokens_per_question", "thinking_tokens_per_question",
             "llm_answered_fraction", "latency_p50_s", "latency_p95_s")
-
-
-def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
-  """``{question id: right}`` of the answer model shown no knowledge, over
-  the labeled questions."""
-  views = len(getattr(answerer, "views", [None]))
-  requests = [AnswerRequest(e.stem, list(e.choices), [""] * len(e.choices),
-                            [[""] * len(e.choices)] * views if views > 1
-                            else None) for e in examples]
-  prediction = np.argmax(answerer.probs(requests), -1)
-  return {e.id: bool(p == e.answer_index)
-          for e, p in zip(examples, prediction) if e.answer_index is not None}
 
 
 def evaluate(config, data_dir, workdir, *, split: str | None = None,
@@ -166,6 +152,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   if not dry_run:
     resume_checks.require_same(out_dir / "llm.json", stack.llm_identity or
                                {"backend": "local"}, resume, "LLM")
+    resume_checks.require_same(out_dir / "work.json", resume_checks.work_of(
+        stack, data, agents), resume, "work")
   else:
     figures = dry_run_lib.dry_run(stack, data, out_dir, seeds=seeds,
                                   max_turns=agents.max_turns,
@@ -281,7 +269,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     figures["answer_members"] = stack.members
     figures["answer_member_views"] = local.member_view
   if data.examples and data.examples[0].answer_index is not None:
-    figures.update(head_only_figures(config, baseline_workdir, local,
+    figures.update(head_only.head_only_figures(config, baseline_workdir, local,
                                      data.examples, full0, log))
   (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
   report.write_report(out_dir, figures, config=config, workdir=workdir,
@@ -326,32 +314,6 @@ def _check_not_scored(stack, data, key) -> None:
     raise ValueError(f"{len(both)} questions of {key!r} (e.g. "
                      f"{sorted(both)[0]}) are in the validation slice the "
                      "critic was calibrated on: evaluate another split")
-
-
-def head_only_figures(config, baseline_workdir, local, examples, full0,
-                      log) -> dict:
-  """``accuracy_answer_head_only`` and the paired ``knowledge_gain`` of the
-  full system over it (seed 0)."""
-  baselines = ([] if not baseline_workdir else [baseline_workdir]
-               if isinstance(baseline_workdir, (str, Path))
-               else list(baseline_workdir))
-  baseline = local
-  if baselines:
-    members = [LocalAnswerer(w, log=log) for w in baselines]
-    baseline = members[0] if len(members) == 1 else EnsembleAnswerer(members)
-  head_only = head_only_correct(baseline, examples)
-  out = {"accuracy_answer_head_only": float(np.mean(list(
-      head_only.values())))}
-  full_correct = {r["id"]: bool(r["correct"]) for r in full0
-                  if r.get("correct") is not None}
-  both = set(head_only) & set(full_correct)  # all labeled, normally
-  if both:
-    out["knowledge_gain"] = paired.paired_comparison(
-        *paired.align({i: head_only[i] for i in both},
-                      {i: full_correct[i] for i in both}), seed=config.seed)
-  out["answer_head_only_source"] = (",".join(map(str, baselines)) if baselines
-                                    else "this model, no knowledge")
-  return out
 
 
 def verified_fraction(records: list[dict]) -> float:

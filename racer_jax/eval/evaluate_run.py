@@ -178,6 +178,9 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
                                 ensemble=o["ensemble"], split=o["split"],
                                 progress=progress)
   if kind == "agents":
+    if o["seeds"] is not None and o["seeds"] < 1:
+      raise ConfigError(f"--seeds={o['seeds']}: must be at least 1 (leave "
+                        "it out for eval.seeds)")
     agents = llm_backends.evaluation_agents(
         config, backend=o["backend"], model=o["model"],
         base_url=o["base_url"], settings=o["llm_setting"])
@@ -268,8 +271,11 @@ def figures_text(figures: dict, kind: str, workdir) -> str:
         f"{llm['fallbacks']} answers or verdicts FELL BACK to the local "
         "models" + (f" (errors: {llm['llm_errors']})"
                     if llm["llm_errors"] else ""))
+  if figures.get("labeled") == 0:
+    lines.append("no question is labelled: accuracy and the other figures "
+                 "that need a gold answer cannot be computed")
   for name, row in figures.get("ablations", {}).items():
-    lines.append(f"ablation {name:<12} accuracy "
-                 f"{row.get('accuracy', float('nan')):.4f}  delta "
-                 f"{row.get('delta_accuracy', float('nan')):+.4f}")
+    if "accuracy" in row:
+      lines.append(f"ablation {name:<12} accuracy {row['accuracy']:.4f}  "
+                   f"delta {row.get('delta_accuracy', 0.0):+.4f}")
   return "\n".join(lines)

@@ -95,9 +95,9 @@ def paired_comparison(correct_a, correct_b, *, seed: int = 0,
   """
   a = np.asarray(correct_a, bool)
   b = np.asarray(correct_b, bool)
-  if a.shape != b.shape or a.ndim != 1 or not a.size:
-    raise ValueError(f"need two bool vectors of one length N > 0, got "
-                     f"{a.shape} and {b.shape}")
+  if a.shape != b.shape or a.ndim != 1 or a.size < 2:
+    raise ValueError(f"a paired comparison needs the same N >= 2 questions "
+                     f"on both sides, got {a.shape} and {b.shape}")
   n = a.size
   diff = b.astype(np.float64) - a.astype(np.float64)      # [N] in {-1, 0, 1}
   interval = stats.bootstrap(

@@ -124,6 +124,9 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
   for key in ("accuracy_answer_head_only", "triples_verified_fraction"):
     if key in figures:
       lines.append(f"| {key} | {_fmt(figures[key])} |")
+  if figures.get("labeled") == 0:
+    lines += ["", "No question is labelled: accuracy and the other figures "
+              "that need a gold answer cannot be computed."]
   gain = figures.get("knowledge_gain")
   if gain:
     low, high = gain["difference_ci95"]

@@ -25,7 +25,7 @@ import tqdm
 
 from racer_jax.data import datasets, qa, subgraph_cache
 from racer_jax.data.batch import choose_bucket
-from racer_jax.errors import ConfigError
+from racer_jax.errors import ConfigError, DataError
 from racer_jax.kg import grounding, ingest, store, subgraph
 
 
@@ -70,6 +70,11 @@ def build_kg(config, data_dir, progress: bool = False
           else ingest.read_conceptnet_assertions)
   triples, ing = read(paths, pruned=config.kg.pruned,
                       on_bad_line=config.data.on_bad_line, progress=progress)
+  if len(triples.head) == 0:  # nothing could ground or walk on it
+    kept = ing.to_dict()
+    raise DataError(", ".join(map(str, paths)), None, None,
+                    f"no usable triple (read {kept.get('lines', 0)} lines; "
+                    f"dropped {kept.get('dropped', {})}): the KG is empty")
   kg, built = store.build_graph(triples)
   return kg, {"source": config.kg.source, "files": [str(p) for p in paths],
               "ingest": ing.to_dict(), "build": built.to_dict()}

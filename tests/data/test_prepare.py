@@ -74,6 +74,20 @@ def test_bad_lines_error_or_skip(tmp_path):
   assert report["splits"]["dev"]["load"]["skipped"] == 1
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "RelatedTo\tcat\n"])
+def test_an_empty_kg_is_refused_at_once(tmp_path, text):
+  """Issue 39: an empty KG (or one whose every line is dropped) used to
+  prepare "0 concepts" and fail later in numpy."""
+  kg = tmp_path / "kg.tsv"
+  kg.write_text(text)
+  config = test_config.get_config()
+  config.kg.source, config.kg.path = "triples", str(kg)
+  config.data.on_bad_line = "skip"
+  with pytest.raises(DataError, match="kg.tsv: no usable triple"):
+    prepare.prepare(config, None, tmp_path / "prep", progress=False,
+                    log=lambda _: None)
+
+
 def test_config_errors(tmp_path, monkeypatch):
   monkeypatch.delenv("RACER_DATA_DIR", raising=False)
   config = test_config.get_config()

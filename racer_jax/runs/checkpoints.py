@@ -6,8 +6,9 @@ be read (a crash mid-write, a corrupt file) the previous one is used and
 the fallback is reported; when the resumed run reaches that step again,
 the unreadable copy is moved aside to ``<directory>.corrupt/<step>-<time>``
 (kept for inspection) before the new one is written. If no checkpoint can
-be read at all — more likely a changed config than corruption — restoring
-raises instead of silently starting over.
+be read at all, restoring raises instead of silently starting over, saying
+why: the saved tree does not match the run's (a changed config: model or
+memory shapes), or the files are damaged or incomplete.
 """
 
 from __future__ import annotations
@@ -99,11 +100,15 @@ class Checkpointer:
         continue
       return state, record, candidate
     if errors:
+      mismatched = [e for e in errors if _is_mismatch(e)]
+      why = ("the saved model does not match this config (model or memory "
+             "shapes changed): use a new workdir or the run's own config"
+             if len(mismatched) == len(errors) else
+             "the files are damaged or incomplete (a crash or a full disk "
+             "mid-write?): move them aside or use a new workdir")
       raise CheckpointError(
           f"none of the {len(steps)} checkpoints in {self.directory} could "
-          "be restored — a changed config (model or memory shapes) is more "
-          "likely than corruption; use a new workdir or the run's own "
-          "config. Errors: " + "; ".join(errors))
+          f"be restored: {why}. Errors: " + "; ".join(errors))
     return None
 
   def _move_aside(self, step: int) -> Path:
@@ -139,6 +144,16 @@ def restore_run(workdir, template, what: str = "", step: int | None = None,
     raise FileNotFoundError(f"no {kind}checkpoint in {folder}: run "
                             "launch/train.py first")
   return restored
+
+
+def _is_mismatch(error: str) -> bool:
+  """Whether a restore error says the saved tree differs from the
+  template's (a config change), rather than that files are unreadable."""
+  text = error.lower()
+  return any(k in text for k in ("tree structures do not match",
+                                 "structure mismatch", "shape mismatch",
+                                 "shapes do not match", "incompatible shape",
+                                 "dtype mismatch"))
 
 
 def _is_closed_loop_callback(unraisable) -> bool:

@@ -125,7 +125,8 @@ def test_no_readable_checkpoint_is_an_error_not_a_fresh_start(tmp_path):
   config.prep_dir = str(tmp_path / "prep")
   walker_stage.train(config, None, tmp_path / "run", stop_after=10, **QUIET)
   config.memory.enabled = True  # different state shapes: nothing restores
-  with pytest.raises(RuntimeError, match="none of the 1 checkpoints"):
+  with pytest.raises(RuntimeError, match="none of the 1 checkpoints.*does "
+                     "not match this config"):
     walker_stage.train(config, None, tmp_path / "run", **QUIET)
   ckpt = Checkpointer(tmp_path / "run" / "checkpoints")
   assert ckpt.all_steps() == [10]  # untouched
@@ -150,6 +151,21 @@ def test_every_checkpoint_unreadable_is_one_clear_error(tmp_path):
   assert isinstance(e.value, RacerError)  # entry points: one error line
   said = " ".join(messages)
   assert "checkpoint 2" in said and "checkpoint 1" in said, said
+  # damaged files are not blamed on a changed config (issue 39)
+  assert "damaged or incomplete" in str(e.value)
+  assert "config" not in str(e.value).split(". Errors:")[0]
+
+
+def test_a_changed_config_is_named_as_such(tmp_path):
+  ckpt = Checkpointer(tmp_path / "checkpoints")
+  ckpt.save(1, {"w": np.zeros(4, np.float32)}, {})
+  try:
+    with pytest.raises(CheckpointError, match="does not match this config"):
+      ckpt.restore_latest({"w": np.zeros(4, np.float32),
+                           "extra": np.zeros(2, np.float32)},
+                          log=lambda _: None)
+  finally:
+    ckpt.close()
 
 
 _TRUNCATED_RESTORE = """

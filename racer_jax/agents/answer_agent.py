@@ -20,7 +20,6 @@ import functools
 import json
 from pathlib import Path
 
-import ml_collections
 import numpy as np
 
 from racer_jax.agents import llm, llm_usage
@@ -29,6 +28,7 @@ from racer_jax.answer import cross_encoder as ce
 from racer_jax.runs.checkpoints import restore_run, restore_template
 from racer_jax.text.minilm import MiniLMEncoder
 from racer_jax.answer.choice_head_step import head_probs
+from racer_jax.runs import run_config
 
 
 @dataclasses.dataclass
@@ -80,8 +80,7 @@ class LocalAnswerer:
                log=lambda _: None):
     workdir = Path(workdir)
     self.workdir = workdir
-    config = ml_collections.ConfigDict(json.loads(
-        (workdir / "config.json").read_text()))
+    config = run_config.load(workdir, "answer run")
     self.config = config
     self.tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
                                         max_length=config.answer.max_length)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Callable
 
 import jax
-import ml_collections
 import tqdm
 
 from racer_jax.agents.graph_agent import GraphAgent, choice_evidence
@@ -25,6 +24,7 @@ from racer_jax.answer.cross_encoder_step import load_examples
 from racer_jax.answer.knowledge_text import knowledge_file, load_evidence, load_split
 from racer_jax.runs import builders
 from racer_jax.runs.workspace import load_workspace, make_encoder
+from racer_jax.runs import run_config
 
 
 def dump_split(agent: GraphAgent, split_data, path: Path, batch_size: int,
@@ -82,8 +82,7 @@ def ensure_knowledge(refiner_workdir, data_dir, splits, *, keep: int,
   refiner_workdir = Path(refiner_workdir)
   missing = [s for s in splits
              if not knowledge_file(refiner_workdir, s, keep).exists()]
-  rconfig = ml_collections.ConfigDict(json.loads(
-      (refiner_workdir / "config.json").read_text()))
+  rconfig = run_config.load(refiner_workdir, "refiner run")
   ws = load_workspace(rconfig, data_dir,
                       builders.prep_dir_of(rconfig, refiner_workdir),
                       list(splits), progress=progress, log=log)
@@ -185,8 +184,8 @@ def _knowledge_workspace(config, data_dir, splits, progress, log):
                      "answer.knowledge_workdir needs --config.prep_dir (the "
                      "prepared store to ground in)")
   if config.answer.knowledge_workdir:
-    source = ml_collections.ConfigDict(json.loads(
-        (Path(config.answer.knowledge_workdir) / "config.json").read_text()))
+    source = run_config.load(config.answer.knowledge_workdir,
+                             "refiner run (answer.knowledge_workdir)")
   ws = load_workspace(source, data_dir, builders.prep_dir_of(
       source, config.answer.knowledge_workdir), list(splits),
       progress=progress, log=log)

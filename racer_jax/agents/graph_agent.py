@@ -13,18 +13,16 @@ paths add rejection counts, answered questions success/failure counts.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Callable
 
 import jax
-import ml_collections
 import numpy as np
 
 from racer_jax.answer.path_text import RetrievedPath, Triple
 from racer_jax.memory import edge_memory
 from racer_jax.refine import refiner_update
-from racer_jax.runs import builders
+from racer_jax.runs import builders, run_config
 from racer_jax.runs.checkpoints import restore_run, restore_template
 from racer_jax.runs.refiner_state import (
   create_state,
@@ -132,8 +130,7 @@ class GraphAgent:
       raise ValueError(f"rank_by={rank_by!r}: expected refiner or logprob")
     self.rank_by = rank_by
     refiner_workdir = Path(refiner_workdir)
-    rconfig = ml_collections.ConfigDict(json.loads(
-        (refiner_workdir / "config.json").read_text()))
+    rconfig = run_config.load(refiner_workdir, "refiner run")
     self.ws = ws
     self.keep = paths_per_choice
     wconfig, walker, wstate, self.walker_step, quality = load_walker(

@@ -10,11 +10,9 @@ choice's paths (shorter first). It keeps no shared memory.
 from __future__ import annotations
 
 import collections
-import json
 from pathlib import Path
 
 import jax
-import ml_collections
 import numpy as np
 
 from racer_jax.agents.templates import Triple
@@ -23,6 +21,7 @@ from racer_jax.rl import hygrl
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.hygrl_state import create_state
+from racer_jax.runs import run_config
 
 _SHARED = ("data", "kg", "grounding", "subgraph", "batch", "text")
 
@@ -84,8 +83,7 @@ class HyGRLGraphAgent:
   def __init__(self, hygrl_workdir, ws, rconfig, paths_per_choice: int = 2,
                log=print):
     hygrl_workdir = Path(hygrl_workdir)
-    config = ml_collections.ConfigDict(json.loads(
-        (hygrl_workdir / "config.json").read_text()))
+    config = run_config.load(hygrl_workdir, "HyGRL run")
     for section in _SHARED:
       if config.get(section) != rconfig.get(section):
         raise ValueError(f"{hygrl_workdir}: its {section!r} settings differ "

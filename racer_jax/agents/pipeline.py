@@ -13,12 +13,10 @@ does). Runs trained before validation slices get the plain 0.5 rule.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable, Sequence
 
 import jax
-import ml_collections
 
 from racer_jax.agents.agent_loop import QuestionResult
 from racer_jax.agents.critic import LocalCritic, critic_of, stored_calibration
@@ -27,6 +25,7 @@ from racer_jax.data import qa, validation
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.kg import grounding, subgraph
 from racer_jax.runs.workspace import SplitData
+from racer_jax.runs import run_config
 
 
 def stored_critic(stack: AgentStack) -> tuple[LocalCritic | None, str]:
@@ -52,8 +51,7 @@ class Pipeline:
     """``ensemble``: more answer runs shown this run's triples and paths
     (each with its own extra text), averaged with it by the AnswerAgent."""
     self.workdir = Path(workdir)
-    config = ml_collections.ConfigDict(json.loads(
-        (self.workdir / "config.json").read_text()))
+    config = run_config.load(self.workdir, "answer run")
     self.stack = AgentStack(config, data_dir, workdir, agents=agents,
                             ensemble=ensemble, api_key=api_key,
                             dry_run=dry_run,

@@ -9,15 +9,13 @@ HyGRL's beam retriever, or GraphDancer's LLM explorer.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import ml_collections
 
 from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.tools import GraphTools
+from racer_jax.runs import run_config
 
 
 def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
@@ -77,8 +75,7 @@ def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
     if not agents.get("hygrl_workdir"):
       raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
                        "run trained with --config.method=hygrl)")
-    rconfig = ml_collections.ConfigDict(json.loads(
-        (Path(refiner_dir) / "config.json").read_text()))
+    rconfig = run_config.load(refiner_dir, "refiner run")
     return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)
   raise ValueError(f"agents.graph={kind!r}: expected walker, explorer or "
                    "hygrl")

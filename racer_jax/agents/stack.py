@@ -18,14 +18,12 @@ held-out slice of the training split the critic is calibrated on — and
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from racer_jax.agents import critic as critic_lib
@@ -42,7 +40,7 @@ from racer_jax.data import datasets, qa, validation
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.errors import ConfigError
 from racer_jax.memory import edge_memory
-from racer_jax.runs import builders
+from racer_jax.runs import builders, run_config
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.workspace import SplitData, load_workspace, make_encoder
 
@@ -130,8 +128,7 @@ class AgentStack:
     self.progress, self.log = progress, log
     self.refiner_dir, self.paths_shown = retrieval_of(config, self.agents,
                                                       workdir)
-    self.rconfig = ml_collections.ConfigDict(json.loads(
-        (Path(self.refiner_dir) / "config.json").read_text()))
+    self.rconfig = run_config.load(self.refiner_dir, "retrieval run")
     # an eval_file is a split of a jsonl copy of the retrieval run's data
     # config; every other split is loaded with the run's own (its prepared
     # files' fingerprints stay valid)
@@ -278,8 +275,7 @@ class AgentStack:
     walker = Path(self.rconfig.refiner.get("walker_workdir", ""))
     configs = [self.rconfig]
     if (walker / "config.json").is_file():
-      configs.append(ml_collections.ConfigDict(json.loads(
-          (walker / "config.json").read_text())))
+      configs.append(run_config.load(walker, "walker run"))
     return any(validation.slice_of(c) != mine or
                self.rconfig.train.split != self.config.train.split
                for c in configs)

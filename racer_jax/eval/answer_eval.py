@@ -39,6 +39,7 @@ from racer_jax.agents.answer_agent import (AnswerRequest, LocalAnswerer,
                                            ensemble_probs)
 from racer_jax.answer import cross_encoder_step
 from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs import run_config
 
 
 def member_predictions(workdir, data_dir, split: str, *, progress: bool,
@@ -106,7 +107,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
     if not (m / "config.json").is_file():
       raise FileNotFoundError(f"{m / 'config.json'} not found: not an "
                               "answer run")
-    stage = json.loads((m / "config.json").read_text()).get(
+    stage = run_config.load_dict(m, "answer run").get(
         "train", {}).get("stage")
     if stage != "answer":
       raise ValueError(f"{m}: train.stage is {stage!r}, not 'answer'")

@@ -9,15 +9,13 @@ LLM call failed and the local models answered instead.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable, Sequence
-
-import ml_collections
 
 from racer_jax.agents import llm_backends
 from racer_jax.agents.pipeline import Pipeline
 from racer_jax.errors import ConfigError
+from racer_jax.runs import run_config
 from racer_jax.eval import calibration
 
 
@@ -43,7 +41,7 @@ def answer_run_config(workdir):
   if not path.exists():
     raise ConfigError(f"{path} not found: --workdir must be an answer run "
                       "(launch/train.py --config.train.stage=answer)")
-  config = ml_collections.ConfigDict(json.loads(path.read_text()))
+  config = run_config.load(workdir, "answer run")
   stage = config.train.get("stage", "walker")
   if stage != "answer":
     kind = "hygrl" if config.get("method") == "hygrl" else stage

@@ -13,13 +13,11 @@ rather than ignored.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
-
-import ml_collections
 
 from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
+from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, learning_curves,
                             llm_figures, refiner_eval, retrieval_eval,
@@ -129,7 +127,7 @@ def load_run_config(workdir, config=None):
   if not path.exists():
     raise ConfigError(f"{path} not found: pass --config or train the run "
                       "first")
-  return ml_collections.ConfigDict(json.loads(path.read_text()))
+  return run_config.load(workdir, "run given by --workdir")
 
 
 def run_kind(config, options: dict) -> str:

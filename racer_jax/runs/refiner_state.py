@@ -6,12 +6,10 @@ because the GraphAgent and the refiner's evaluation restore the same state.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
@@ -20,6 +18,7 @@ from racer_jax.refine import refiner as refiner_lib
 from racer_jax.refine import refiner_update
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs import builders, kg_walker_inputs
+from racer_jax.runs import run_config
 
 
 def refiner_config(config, wconfig=None) -> refiner_update.RefinerConfig:
@@ -70,8 +69,7 @@ def load_walker(walker_workdir, ws, log=print):
     raise FileNotFoundError(
         f"refiner.walker_workdir={str(walker_workdir)!r} holds no walker "
         "run (config.json): train the walker first")
-  wconfig = ml_collections.ConfigDict(json.loads(
-      (walker_workdir / "config.json").read_text()))
+  wconfig = run_config.load(walker_workdir, "walker run")
   policy, state, _, step = builders.restore_walker(
       wconfig, walker_workdir, embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, log=log)

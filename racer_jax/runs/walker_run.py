@@ -5,25 +5,23 @@ checkpoints, metrics and periodic evaluation."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
 import jax
-import ml_collections
 
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs.builders import memory_on, restore_walker
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.update_loop import run_stage_updates
+from racer_jax.runs import run_config
 
 
 def load_memory(workdir, num_edges: int, embed_dim: int, log=print):
   """The shared memory of another walker run's newest checkpoint (same
   graph store required: the memory is indexed by its global edge ids)."""
   workdir = Path(workdir)
-  other = ml_collections.ConfigDict(json.loads(
-      (workdir / "config.json").read_text()))
+  other = run_config.load(workdir, "walker run")
   if not memory_on(other):
     raise ValueError(f"{workdir} kept no shared memory (memory.enabled)")
   _, state, _, step = restore_walker(other, workdir, embed_dim=embed_dim,

@@ -31,7 +31,6 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from racer_jax.agents.answer_agent import (
@@ -42,6 +41,7 @@ from racer_jax.agents.answer_agent import (
 )
 from racer_jax.eval import answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs import run_config
 
 # Besides the knowledge setup: what makes two answer runs' weights and
 # inputs interchangeable.
@@ -106,8 +106,7 @@ def make_soup(workdirs, out_dir, *,
     if not (w / "config.json").is_file():
       raise FileNotFoundError(f"{w / 'config.json'} not found: not an "
                               "answer run")
-  configs = [ml_collections.ConfigDict(json.loads(
-      (w / "config.json").read_text())) for w in workdirs]
+  configs = [run_config.load(w, "answer run") for w in workdirs]
   check_ingredients(configs, [str(w) for w in workdirs])
   runs = []
   for w in workdirs:
@@ -138,8 +137,7 @@ def evaluate_soup(out_dir, data_dir=None, split=None,
   ensemble's report is kept in the soup's ``eval/ingredients_ensemble``."""
   out = Path(out_dir)
   soup = json.loads((out / "soup.json").read_text())
-  config = ml_collections.ConfigDict(json.loads(
-      (Path(out) / "config.json").read_text()))
+  config = run_config.load(out, "soup")
   own = answer_eval.evaluate(config, data_dir, str(out), split=split,
                              log=log)
   ens = answer_eval.evaluate(

@@ -1,0 +1,33 @@
+"""A run's saved config read in one place: a missing or broken one names
+the file and the run it was expected to be (issue 39)."""
+
+import pytest
+
+from racer_jax.errors import ConfigError
+from racer_jax.runs import run_config
+
+
+def test_a_saved_config_loads(tmp_path):
+  (tmp_path / "config.json").write_text('{"seed": 3, "train": {"stage": '
+                                        '"answer"}}')
+  assert run_config.load(tmp_path, "answer run").train.stage == "answer"
+
+
+def test_a_broken_config_names_its_file_line_and_column(tmp_path):
+  (tmp_path / "config.json").write_text('{\n "seed": 3,\n "train": }\n')
+  with pytest.raises(ConfigError) as e:
+    run_config.load(tmp_path, "refiner run")
+  assert str(e.value).startswith(f"{tmp_path / 'config.json'}:3:11: the "
+                                 "refiner run's config is not valid JSON")
+
+
+def test_a_missing_run_is_named(tmp_path):
+  with pytest.raises(ConfigError, match="the walker run .*gone does not "
+                     "exist"):
+    run_config.load(tmp_path / "gone", "walker run")
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(ConfigError, match="empty has none"):
+    run_config.load(tmp_path / "empty", "walker run")
+  (tmp_path / "config.json").write_text("[1, 2]")
+  with pytest.raises(ConfigError, match="not a JSON object"):
+    run_config.load(tmp_path)

@@ -104,7 +104,8 @@ def run_stage_updates(state, update: Callable, *, config, workdir,
   t = config.train
   end = total if stop_after is None else min(total, start + stop_after)
   saved_config = json.loads(config.to_json())
-  writer = MetricWriter(workdir, enabled=jax.process_index() == 0)
+  writer = MetricWriter(workdir, enabled=jax.process_index() == 0,
+                        start_step=start)
   try:
     state, last = run_updates(
         state, update, start=start, end=end, total=total, ckpt=ckpt,

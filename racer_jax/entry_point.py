@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 from typing import Callable
 
 from absl import app, flags
@@ -33,10 +34,18 @@ def _tracebacks() -> bool:
   return os.environ.get("RACER_TRACEBACK", "0") not in ("", "0")
 
 
-def fail(message) -> None:
+def fail(message, status: int = 1) -> None:
   """Ends the program with one ``error:`` line (exit status 1)."""
   text = " ".join(str(message).split()) or type(message).__name__
-  sys.exit(f"error: {text}")
+  print(f"error: {text}", file=sys.stderr, flush=True)
+  if any(t.is_alive() and not t.daemon for t in threading.enumerate()
+         if t is not threading.main_thread()):
+    # A library's worker threads still waiting (orbax's, after a failed
+    # save, wait minutes for a signal that never comes): joining them at
+    # exit would hang, and every file the run finished is already flushed.
+    sys.stdout.flush()
+    os._exit(status)
+  sys.exit(status)
 
 
 def parse_flags(argv: list[str], commands: tuple[str, ...] = ()
@@ -118,5 +127,10 @@ def run(main: Callable[..., object], commands: tuple[str, ...] = ()) -> None:
       if _tracebacks():
         raise
       fail(e)
+    except KeyboardInterrupt:
+      if _tracebacks():
+        raise
+      fail("interrupted (Ctrl-C); what was finished is saved: rerun with "
+           "the same flags (and --resume for an evaluation) to go on", 130)
 
   app.run(wrapped, flags_parser=lambda argv: parse_flags(argv, commands))

@@ -150,6 +150,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     out_dir = workdir / "eval" / name
     out_dir.mkdir(parents=True, exist_ok=True)
   if not dry_run:
+    # the last run's report and figures go: a run stopped half-way must not
+    # leave them beside its own records
+    for stale in ("report.md", "metrics.json"):
+      (out_dir / stale).unlink(missing_ok=True)
     resume_checks.require_same(out_dir / "llm.json", stack.llm_identity or
                                {"backend": "local"}, resume, "LLM")
     resume_checks.require_same(out_dir / "work.json", resume_checks.work_of(

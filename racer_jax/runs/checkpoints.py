@@ -13,6 +13,8 @@ memory shapes), or the files are damaged or incomplete.
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import sys
 import time
@@ -46,6 +48,8 @@ class Checkpointer:
 
   def __init__(self, directory, max_to_keep: int = 3):
     self.directory = Path(directory).resolve()
+    _check_writable(self.directory)
+    _quiet_orbax_error_logs()
     self.manager = ocp.CheckpointManager(
         self.directory, options=ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=True))
@@ -53,9 +57,15 @@ class Checkpointer:
   def save(self, step: int, state, record: dict) -> None:
     if step in self.manager.all_steps():  # an unreadable leftover
       self._move_aside(step)
-    self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
-    self.manager.wait_until_finished()
+    try:
+      self.manager.save(step, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state),
+          record=ocp.args.JsonSave(record)))
+      self.manager.wait_until_finished()
+    except Exception as e:  # noqa: BLE001 - a full disk, a lost mount...
+      raise CheckpointError(f"could not save checkpoint {step} in "
+                            f"{self.directory}: {type(e).__name__}: "
+                            f"{str(e)[:200]}") from e
 
   def all_steps(self) -> list[int]:
     return sorted(self.manager.all_steps())
@@ -126,6 +136,22 @@ class Checkpointer:
     self.manager.close()
 
 
+def _check_writable(directory: Path) -> None:
+  """Checks at start that checkpoints can be written to ``directory`` (a
+  folder, or one that can be made), rather than at the first save."""
+  if directory.exists() and not directory.is_dir():
+    raise CheckpointError(f"{directory} is a file, not a folder: "
+                          "checkpoints cannot be saved there")
+  try:
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".write_test.{os.getpid()}"
+    probe.write_bytes(b"")
+    probe.unlink()
+  except OSError as e:
+    raise CheckpointError(f"checkpoints cannot be written to {directory}: "
+                          f"{e.strerror or e}") from None
+
+
 def restore_run(workdir, template, what: str = "", step: int | None = None,
                 log: Callable[[str], None] = print) -> tuple[Any, dict, int]:
   """``(state, record, step)`` of a trained run's ``<workdir>/checkpoints``.
@@ -144,6 +170,23 @@ def restore_run(workdir, template, what: str = "", step: int | None = None,
     raise FileNotFoundError(f"no {kind}checkpoint in {folder}: run "
                             "launch/train.py first")
   return restored
+
+
+class _OrbaxErrors(logging.Filter):
+  """Drops orbax's own ERROR logs (tracebacks from its worker threads):
+  every failure they describe reaches the caller as one CheckpointError."""
+
+  def filter(self, record) -> bool:
+    return not (record.levelno >= logging.ERROR and
+                f"{os.sep}orbax{os.sep}" in (record.pathname or ""))
+
+
+def _quiet_orbax_error_logs() -> None:
+  if os.environ.get("RACER_TRACEBACK", "0") not in ("", "0"):
+    return
+  logger = logging.getLogger("absl")
+  if not any(isinstance(f, _OrbaxErrors) for f in logger.filters):
+    logger.addFilter(_OrbaxErrors())
 
 
 def _is_mismatch(error: str) -> bool:

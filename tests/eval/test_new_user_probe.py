@@ -88,3 +88,20 @@ def test_seeds_that_cannot_be(run_copy, seeds):
   with pytest.raises(ConfigError, match=f"--seeds={seeds}: must be at least"):
     evaluate_run.evaluate_run(config, None, workdir, {"seeds": seeds},
                               progress=False)
+
+
+def test_a_stopped_evaluation_leaves_no_stale_report(run_copy, tmp_path,
+                                                     monkeypatch):
+  from racer_jax.eval import passes
+  path = _file(tmp_path, "stop.jsonl", LINES[:2])
+  _evaluate(run_copy, path)
+  out = run_copy[1] / "eval" / "file_stop"
+  assert (out / "report.md").is_file()
+
+  def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(passes, "run_pass", interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    _evaluate(run_copy, path)
+  assert not (out / "report.md").exists()
+  assert not (out / "metrics.json").exists()

@@ -130,3 +130,56 @@ def test_a_fallback_is_said_in_the_text_output():
       **llm, "llm_calls": 0, "fallbacks": 0, "llm_errors": {}}}, "agents",
       "unused")
   assert "FELL BACK" not in quiet
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_fails_at_start(tmp_path):
+  """Issue 39: `echo x > W/checkpoints` then train: the error came at the
+  first save, then the process hung five minutes in orbax's threads."""
+  work = tmp_path / "W"
+  work.mkdir()
+  (work / "checkpoints").write_text("x")
+  line = _error_line("train.py", "--config=" + str(REPO / "configs/demo.py"),
+                     f"--workdir={work}", "--progress=false", cwd=tmp_path)
+  assert "checkpoints is a file, not a folder" in line
+
+
+_SAVE_FAILS = """
+import os, shutil
+from pathlib import Path
+import numpy as np
+from racer_jax import entry_point
+from racer_jax.runs.checkpoints import Checkpointer
+
+def main():
+  folder = Path(os.environ["CKPT_DIR"])
+  ckpt = Checkpointer(folder)
+  shutil.rmtree(folder)
+  folder.write_text("x")  # the folder is gone by the first save
+  ckpt.save(1, {"w": np.zeros(3, np.float32)}, {})
+
+entry_point.run(main)
+"""
+
+
+def test_a_save_that_fails_mid_run_ends_at_once_in_one_line(tmp_path):
+  env = {**os.environ, "CKPT_DIR": str(tmp_path / "ckpt")}
+  env.pop("RACER_TRACEBACK", None)
+  out = subprocess.run([sys.executable, "-c", _SAVE_FAILS],
+                       capture_output=True, text=True, env=env, timeout=60,
+                       cwd=REPO)
+  assert out.returncode == 1
+  assert "Traceback" not in out.stderr, out.stderr[-2000:]
+  assert out.stderr.strip().splitlines()[-1].startswith(
+      "error: could not save checkpoint 1 in")
+
+
+def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
+  script = ("from racer_jax import entry_point\n"
+            "def main():\n  raise KeyboardInterrupt\n"
+            "entry_point.run(main)\n")
+  env = {k: v for k, v in os.environ.items() if k != "RACER_TRACEBACK"}
+  out = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                       text=True, env=env, timeout=60, cwd=REPO)
+  assert out.returncode == 130 and "Traceback" not in out.stderr
+  assert out.stderr.strip().splitlines()[-1].startswith(
+      "error: interrupted (Ctrl-C)")

@@ -118,6 +118,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.eval_every = 0         # greedy eval on eval.split (0: off)
   config.train.checkpoint_every = 500
   config.train.max_to_keep = 3
+  # a resume whose config differs from the saved one is refused, naming the
+  # fields; True goes on and records the change (config_changes.jsonl)
+  config.train.accept_config_change = False
   config.train.num_devices = 0        # data-parallel devices (0: all)
   # Multi-process runs: exit with a clear error when no update completes
   # for this long (a dead peer); 0 = 600 s there, off on one process.

@@ -60,9 +60,8 @@ def main():
   distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
                          _PROCESS_ID.value, auto=_AUTO.value,
                          heartbeat_timeout_s=_HEARTBEAT.value)
-  train = run_stage.stage_trainer(_CONFIG.value)
-  metrics = train(_CONFIG.value, _DATA_DIR.value, _WORKDIR.value,
-                  progress=_PROGRESS.value)
+  metrics = run_stage.train(_CONFIG.value, _DATA_DIR.value, _WORKDIR.value,
+                            progress=_PROGRESS.value)
   if distributed.is_primary():
     print(json.dumps({"workdir": _WORKDIR.value, **metrics},
                      sort_keys=True))

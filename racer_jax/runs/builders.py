@@ -15,6 +15,7 @@ from racer_jax.rl import walker_update as train_lib
 from racer_jax.rl.hygrl import HyGRLConfig
 from racer_jax.rl.policy import HyGRLPolicy, WalkerPolicy
 from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.runs import run_config
 from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.workspace import load_workspace
 
@@ -85,17 +86,6 @@ def prep_dir_of(config, workdir) -> Path:
   return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"
 
 
-def save_run_config(config, workdir, stage: str) -> None:
-  """Writes ``<workdir>/config.json`` saying which stage ran (both
-  spellings, ``train.stage`` and ``stage``, hold it)."""
-  config = config.copy_and_resolve_references()
-  with config.unlocked():
-    config.train.stage = stage
-    if "stage" in config:
-      config.stage = stage
-  (Path(workdir) / "config.json").write_text(config.to_json(indent=1))
-
-
 def question_shards(config) -> tuple[int, range]:
   """``(S, the shards this process holds)`` of the training split: S is
   ``batch.shards`` or, when 0, the number of processes."""
@@ -141,12 +131,12 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
                           shards=shards, hold_out=[t.split])
   if jax.process_count() == 1:
     workdir.mkdir(parents=True, exist_ok=True)
-    save_run_config(config, workdir, stage)
+    run_config.save(config, workdir, stage)
     return workdir, load(), eval_split
   # several processes: the first prepares and caches, the others then read
   if primary:
     workdir.mkdir(parents=True, exist_ok=True)
-    save_run_config(config, workdir, stage)
+    run_config.save(config, workdir, stage)
     ws = load()
   multihost_utils.sync_global_devices("racer_jax: data prepared")
   if not primary:

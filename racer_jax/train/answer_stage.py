@@ -34,7 +34,7 @@ from racer_jax.answer.cross_encoder_step import (
 )
 from racer_jax.data import validation
 from racer_jax.eval import calibration
-from racer_jax.runs import builders
+from racer_jax.runs import run_config
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.update_loop import run_stage_updates
 from racer_jax.train import answer_head_stage
@@ -66,7 +66,7 @@ def _train_model(config, data_dir, workdir, *, progress, log, stop_after):
   """``(last logged metrics, every update done)``."""
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  builders.save_run_config(config, workdir, "answer")
+  run_config.save(config, workdir, "answer")
   a, t = config.answer, config.train
   eval_split = config.eval.split
   if a.get("model", "cross_encoder") == "frozen_head":

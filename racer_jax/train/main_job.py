@@ -29,6 +29,7 @@ from racer_jax.agents.pipeline import Pipeline
 from racer_jax.data import datasets, qa
 from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, plots
+from racer_jax.runs import workdir_lock
 from racer_jax.runs.config_checks import check_config
 from racer_jax.train import answer_stage, hygrl_stage, refiner_stage
 from racer_jax.train import walker_stage
@@ -108,6 +109,13 @@ def run_main_job(config, data_dir, workdir, *, question: str | None = None,
                       "the evaluation split's first question)")
   check_config(config)
   root = os.path.abspath(workdir)
+  with workdir_lock.hold(root, what="main job folder"):
+    return _stages(config, data_dir, root, question, choices, plot,
+                   ablations, progress, log)
+
+
+def _stages(config, data_dir, root, question, choices, plot, ablations,
+            progress, log) -> dict:
   config, rconfig, aconfig = stage_configs(config, root)
   answer_dir = os.path.join(root, "answer")
   seconds = {}

@@ -13,6 +13,7 @@ from typing import Callable
 import jax
 
 from racer_jax.errors import ConfigError
+from racer_jax.runs import workdir_lock
 from racer_jax.runs.config_checks import check_config
 from racer_jax.train import answer_stage, hygrl_stage, refiner_stage
 from racer_jax.train import walker_stage
@@ -46,3 +47,11 @@ def stage_trainer(config) -> Callable[..., dict]:
         "multi-process training covers the walker (method=racer, "
         "stage=walker)")
   return run
+
+
+def train(config, data_dir, workdir, *, progress: bool = True) -> dict:
+  """Trains the config's stage in ``workdir``, holding the folder's lock
+  (a second process on it is refused, naming the holder)."""
+  run = stage_trainer(config)
+  with workdir_lock.hold(workdir, jax.process_index()):
+    return run(config, data_dir, workdir, progress=progress)

@@ -125,6 +125,7 @@ def test_no_readable_checkpoint_is_an_error_not_a_fresh_start(tmp_path):
   config.prep_dir = str(tmp_path / "prep")
   walker_stage.train(config, None, tmp_path / "run", stop_after=10, **QUIET)
   config.memory.enabled = True  # different state shapes: nothing restores
+  config.train.accept_config_change = True  # (else refused before that)
   with pytest.raises(RuntimeError, match="none of the 1 checkpoints.*does "
                      "not match this config"):
     walker_stage.train(config, None, tmp_path / "run", **QUIET)

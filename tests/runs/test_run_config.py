@@ -1,8 +1,11 @@
 """A run's saved config read in one place: a missing or broken one names
 the file and the run it was expected to be (issue 39)."""
 
+import json
+
 import pytest
 
+from configs import test as test_config
 from racer_jax.errors import ConfigError
 from racer_jax.runs import run_config
 
@@ -31,3 +34,25 @@ def test_a_missing_run_is_named(tmp_path):
   (tmp_path / "config.json").write_text("[1, 2]")
   with pytest.raises(ConfigError, match="not a JSON object"):
     run_config.load(tmp_path)
+
+
+def test_a_resume_with_another_config_is_refused_naming_the_fields(tmp_path):
+  """Issue 39: a resume with --config.train.learning_rate=0.01 rewrote
+  config.json silently; it no longer said what trained the checkpoints."""
+  config = test_config.get_config()
+  run_config.save(config, tmp_path, "walker")
+  config.train.num_steps += 100  # more steps: the same work, continued
+  run_config.save(config, tmp_path, "walker")
+  changed = config.copy_and_resolve_references()
+  changed.train.learning_rate = 0.01
+  with pytest.raises(ConfigError, match="train.learning_rate: .* -> 0.01"):
+    run_config.save(changed, tmp_path, "walker")
+  assert run_config.load(tmp_path).train.learning_rate == \
+      config.train.learning_rate  # untouched
+  changed.train.accept_config_change = True
+  run_config.save(changed, tmp_path, "walker")
+  assert run_config.load(tmp_path).train.learning_rate == 0.01
+  [record] = [json.loads(x) for x in (tmp_path / run_config.CHANGES
+                                      ).read_text().splitlines()]
+  assert record["changed"] == {"train.learning_rate": [
+      config.train.learning_rate, 0.01]}

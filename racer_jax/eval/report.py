@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from racer_jax.agents.critic import support_rule
+from racer_jax.runs import run_config
 from racer_jax.eval import plots
 
 
@@ -28,7 +29,7 @@ def stack_workdirs(config, workdir: Path) -> dict[str, Path]:
   runs = {}
   refiner = config.answer.get("knowledge_workdir", "")
   if refiner and (Path(refiner) / "config.json").exists():
-    rconfig = json.loads((Path(refiner) / "config.json").read_text())
+    rconfig = run_config.load(refiner, "refiner run")
     walker = rconfig.get("refiner", {}).get("walker_workdir", "")
     if walker:
       runs["walker"] = Path(walker)

@@ -15,6 +15,16 @@ the checkpoints — unless ``--config.train.accept_config_change=True``
 accepts the change, which is then appended to ``config_changes.jsonl``.
 Fields that do not change what the checkpoints mean (:data:`RESUMABLE`:
 more steps, other logging intervals) may change on a resume.
+
+Run folders can be moved: the fields that name another run or folder
+(:data:`RUN_PATHS`) are saved relative to the run's own folder when they
+point into the folder that holds it (the main job's ``walker/``,
+``refiner/``, ``prep/``; runs side by side under ``runs/``), with their
+absolute form kept beside them (``run_paths_absolute``). :func:`load` reads
+a path relative to where the run is now, else the absolute one (a run moved
+alone), and says which run is missing when neither exists; a path saved by
+an older version (absolute, or relative to where the command ran) still
+reads.
 """
 
 from __future__ import annotations
@@ -29,8 +39,52 @@ import ml_collections
 from racer_jax.errors import ConfigError
 
 
+RUN_PATHS = ("prep_dir", "refiner.walker_workdir", "answer.knowledge_workdir",
+             "answer.evidence_workdir", "agents.retrieval_workdir",
+             "agents.hygrl_workdir")
+
+
+ABSOLUTE = "run_paths_absolute"
+
+
 def load(workdir, what: str = "run") -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(load_dict(workdir, what))
+  config = load_dict(workdir, what)
+  saved = config.pop(ABSOLUTE, None) or {}
+  for field in RUN_PATHS:
+    _replace(config, field, lambda v, f=field: _absolute(v, workdir,
+                                                         saved.get(f)))
+  return ml_collections.ConfigDict(config)
+
+
+def _replace(tree: dict, field: str, fn) -> None:
+  *sections, name = field.split(".")
+  for s in sections:
+    tree = tree.get(s) if isinstance(tree, dict) else None
+  if isinstance(tree, dict) and isinstance(tree.get(name), str) and \
+      tree[name]:
+    tree[name] = fn(tree[name])
+
+
+def _absolute(value: str, workdir, saved_absolute: str | None) -> str:
+  """A saved run path as an absolute one: relative to where the run is
+  now; else where it was when saved; else (older runs) as it was saved."""
+  path = Path(value)
+  if path.is_absolute():
+    return value
+  beside = (Path(workdir) / path).resolve()
+  for candidate in (beside, saved_absolute, path):
+    if candidate and Path(candidate).exists():
+      return str(Path(candidate).resolve())
+  return str(beside)  # missing: the reader names the run that is gone
+
+
+def _relative(value: str, workdir) -> str:
+  """A run path as it is saved: relative to the run's folder when it lies
+  in the folder holding the run, else absolute."""
+  target, here = Path(value).resolve(), Path(workdir).resolve()
+  if target == here.parent or here.parent in target.parents:
+    return os.path.relpath(target, here)
+  return str(target)
 
 
 def load_dict(workdir, what: str = "run") -> dict:
@@ -53,7 +107,7 @@ def load_dict(workdir, what: str = "run") -> dict:
   return config
 
 
-RESUMABLE = ("train.num_steps", "train.log_every", "train.checkpoint_every",
+RESUMABLE = ("run_paths_absolute", "train.num_steps", "train.log_every", "train.checkpoint_every",
              "train.eval_every", "train.max_to_keep", "train.stall_timeout_s",
              "train.accept_config_change")
 CHANGES = "config_changes.jsonl"
@@ -87,6 +141,12 @@ def save(config, workdir, stage: str) -> None:
     if "stage" in config:
       config.stage = stage
   new = json.loads(config.to_json())
+  new.pop(ABSOLUTE, None)
+  absolute = {}
+  for field in RUN_PATHS:
+    _replace(new, field, lambda v, f=field: absolute.setdefault(
+        f, str(Path(v).resolve())) and _relative(v, workdir))
+  new[ABSOLUTE] = absolute
   path = Path(workdir) / "config.json"
   if path.exists():
     changed = changed_fields(load_dict(workdir, f"{stage} run"), new)
@@ -104,5 +164,5 @@ def save(config, workdir, stage: str) -> None:
         f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                             "stage": stage, "changed": changed}) + "\n")
   tmp = path.with_name(path.name + ".tmp")
-  tmp.write_text(config.to_json(indent=1))
+  tmp.write_text(json.dumps(new, indent=1))
   os.replace(tmp, path)

@@ -25,7 +25,6 @@ on held-out accuracy, which the evaluated split must not provide.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -123,9 +122,9 @@ def make_soup(workdirs, out_dir, *,
   ckpt = Checkpointer(out_dir / "checkpoints")
   ckpt.save(0, state, {"soup": soup})
   ckpt.close()
-  tmp = out_dir / "config.json.tmp"
-  tmp.write_text((workdirs[0] / "config.json").read_text())
-  os.replace(tmp, out_dir / "config.json")
+  # the first ingredient's config, its run paths re-based on the soup
+  run_config.save(run_config.load(workdirs[0], "answer run"), out_dir,
+                  "answer")
   (out_dir / "soup.json").write_text(json.dumps(soup, indent=1))
   return soup
 

@@ -18,6 +18,7 @@ from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.data import datasets, validation
 from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, calibration
+from racer_jax.runs import run_config
 from tests.trained_runs import QUIET
 
 
@@ -128,7 +129,7 @@ def test_a_run_without_validation_slice_is_refused(answer_run, tmp_path):
   saved = json.loads((workdir / "config.json").read_text())
   del saved["answer"]["validation_fraction"]  # as saved before the change
   (workdir / "config.json").write_text(json.dumps(saved))
-  legacy = ml_collections.ConfigDict(saved)
+  legacy = run_config.load(workdir)
   with pytest.raises(ConfigError, match=r"answer\.validation_fraction.*"
                      "legacy_critic_calibration"):
     agents_eval.evaluate(legacy, None, workdir, seeds=1, **QUIET)
@@ -140,7 +141,7 @@ def test_legacy_calibration_is_said_in_the_first_line(answer_run, tmp_path):
   saved = json.loads((workdir / "config.json").read_text())
   del saved["answer"]["validation_fraction"]
   (workdir / "config.json").write_text(json.dumps(saved))
-  figures = agents_eval.evaluate(ml_collections.ConfigDict(saved), None,
+  figures = agents_eval.evaluate(run_config.load(workdir), None,
                                  workdir, seeds=1,
                                  legacy_critic_calibration=True, **QUIET)
   assert figures["critic_calibration"] == "twofold_eval_split"

@@ -56,3 +56,51 @@ def test_a_resume_with_another_config_is_refused_naming_the_fields(tmp_path):
                                       ).read_text().splitlines()]
   assert record["changed"] == {"train.learning_rate": [
       config.train.learning_rate, 0.01]}
+
+
+def _main_job_layout(root):
+  """The main job's folders: walker, refiner, answer runs, shared prep."""
+  config = test_config.get_config()
+  for name in ("walker", "refiner", "answer", "prep"):
+    (root / name).mkdir(parents=True)
+  config.prep_dir = str(root / "prep")
+  config.refiner.walker_workdir = str(root / "walker")
+  run_config.save(config, root / "refiner", "refiner")
+  config.answer.knowledge_workdir = str(root / "refiner")
+  run_config.save(config, root / "answer", "answer")
+
+
+def test_a_copied_job_folder_reads_its_own_runs(tmp_path):
+  """Issue 39: answer.py on a copied folder failed on
+  /old/path/refiner/config.json."""
+  import shutil
+  _main_job_layout(tmp_path / "old")
+  saved = json.loads((tmp_path / "old" / "answer" / "config.json"
+                      ).read_text())
+  assert saved["answer"]["knowledge_workdir"] == "../refiner"
+  shutil.copytree(tmp_path / "old", tmp_path / "new")
+  shutil.rmtree(tmp_path / "old")
+  answer = run_config.load(tmp_path / "new" / "answer")
+  assert answer.answer.knowledge_workdir == str(tmp_path / "new" / "refiner")
+  assert answer.prep_dir == str(tmp_path / "new" / "prep")
+  refiner = run_config.load(answer.answer.knowledge_workdir)
+  assert refiner.refiner.walker_workdir == str(tmp_path / "new" / "walker")
+
+
+def test_a_run_moved_alone_still_finds_the_runs_it_names(tmp_path):
+  _main_job_layout(tmp_path / "job")
+  (tmp_path / "elsewhere").mkdir()
+  (tmp_path / "job" / "answer").rename(tmp_path / "elsewhere" / "answer")
+  answer = run_config.load(tmp_path / "elsewhere" / "answer")
+  assert answer.answer.knowledge_workdir == str(tmp_path / "job" /
+                                                "refiner")
+
+
+def test_a_missing_run_it_names_is_said(tmp_path):
+  import shutil
+  _main_job_layout(tmp_path / "job")
+  shutil.rmtree(tmp_path / "job" / "refiner")
+  answer = run_config.load(tmp_path / "job" / "answer")
+  with pytest.raises(ConfigError, match="refiner run .*refiner does not "
+                     "exist"):
+    run_config.load(answer.answer.knowledge_workdir, "refiner run")

@@ -13,6 +13,7 @@ import pytest
 from racer_jax.answer import cross_encoder as ce
 from racer_jax.text import minilm
 from racer_jax.train import answer_stage
+from racer_jax.runs import run_config
 from tests.trained_runs import QUIET
 
 
@@ -118,9 +119,7 @@ def _train_head(retrieval_runs, workdir, log_every, **answer):
 
 
 def train_answer_config(workdir):
-  import ml_collections
-  return ml_collections.ConfigDict(json.loads(
-      (workdir / "config.json").read_text()))
+  return run_config.load(workdir)
 
 
 @pytest.mark.slow  # encodes and trains

@@ -16,6 +16,7 @@ from racer_jax.agents.answer_agent import LocalAnswerer
 from racer_jax.eval import answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.train import model_soup
+from racer_jax.runs import run_config
 from tests.trained_runs import QUIET
 
 
@@ -104,8 +105,8 @@ def test_soup_of_two_runs_is_an_answer_run(answer_run, tmp_path):
   assert all(float(jnp.abs(x).max()) == 0 for x in
              jax.tree.leaves(restored.state.opt_state))
   assert json.loads((tmp_path / "soup" / "soup.json").read_text()) == soup
-  assert ((tmp_path / "soup" / "config.json").read_text()
-          == (workdir / "config.json").read_text())
+  assert (run_config.load(tmp_path / "soup").to_dict()
+          == run_config.load(workdir).to_dict())
   with pytest.raises(FileExistsError, match="already holds a run"):
     model_soup.make_soup([workdir, other], tmp_path / "soup",
                          log=lambda _: None)

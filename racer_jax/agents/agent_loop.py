@@ -83,8 +83,20 @@ class QuestionResult:
 
   @property
   def evidence(self) -> list[RetrievedPath]:
-    """The paths shown for the predicted choice in the deciding round."""
+    """The paths for the predicted choice in the deciding round that reach
+    it: what connects the question to the answer."""
+    return [p for p in self.shown_paths if p.reached]
+
+  @property
+  def shown_paths(self) -> list[RetrievedPath]:
+    """Every walk kept for the predicted choice in the deciding round,
+    reaching it or not (the shared memory learns from these)."""
     return self.rounds[self.deciding_turn].paths[self.prediction]
+
+  @property
+  def missed_paths(self) -> list[RetrievedPath]:
+    """Walks aimed at the predicted choice that ended elsewhere."""
+    return [p for p in self.shown_paths if not p.reached]
 
   @property
   def choice_evidence(self) -> list[RetrievedPath]:
@@ -138,11 +150,17 @@ class QuestionResult:
               for p in self.choice_evidence]
     out.append("reasoning paths for the answer:")
     if not self.evidence:
-      out.append("  (none found: the answer rests on the question text "
+      out.append("  (none reached it: the answer rests on the question text "
                  "alone)")
     for p in self.evidence:
       out.append(f"  {templates.chain(p.triples)}")
       out.append(f"    {templates.path_sentences(p.triples)}")
+    ended = [p for p in self.missed_paths if p.triples]
+    if ended:
+      out.append("walks toward the answer that ended elsewhere (not "
+                 "evidence):")
+      out += [f"  {templates.chain(p.triples)}  (ended at "
+              f"{p.triples[-1].tail})" for p in ended]
     out.append("rationale: "
                f"{self.rounds[self.deciding_turn].answer.rationale}")
     return "\n".join(out)
@@ -249,8 +267,12 @@ class Collaboration:
             views if len(views) > 1 else None,
             evidence=choice_evidence(out, b, len(ex.choices))
             if wants_evidence else None, qid=ex.id,
+            # the LLM is shown, as each choice's evidence, the walks that
+            # reach it (a walk aimed at it that ended elsewhere says
+            # nothing about it)
             facts=self.memory_templates(
-                own, paths if self.paths_to_answerer else [[] for _ in paths])
+                own, [[p for p in ps if p.reached] if self.paths_to_answerer
+                      else [] for ps in paths])
             if self.memory_templates else None))
         shown.append((paths, own))
       answers = self.answerer.answer_many(requests)
@@ -289,7 +311,7 @@ class Collaboration:
                               turn, rounds, llm_identity=self.llm_identity)
       if self.learn_from_labels and ex.answer_index is not None:
         result.memory_label_updates = self.graph.record(
-            result.evidence, edge_memory.SUCCESS if result.correct
+            result.shown_paths, edge_memory.SUCCESS if result.correct
             else edge_memory.FAILURE)
       results.append(result)
     seconds = (time.perf_counter() - start) / max(len(rows), 1)

@@ -94,8 +94,10 @@ def examples_from_records(path: Path, render=None) -> list[Example]:
     facts = None
     if render is not None:
       own = first.get("choice_triples") or [[] for _ in first["paths"]]
+      # as the loop shows them: each choice with the walks that reach it
       facts = render([_paths(o) for o in own],
-                     [_paths(p) for p in first["paths"]])
+                     [_paths([p for p in ps if p["reached"]])
+                      for ps in first["paths"]])
     out.append(Example(r["id"], r["question"], r["choices"],
                        first["knowledge"], int(r["gold"]),
                        int(first["answer"]), float(first["confidence"]),

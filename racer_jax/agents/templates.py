@@ -131,7 +131,7 @@ def memory_renderer(graph, num_edges: int, mode: str = "memory",
   """``(own, paths) -> per choice lines`` over each choice's own triples
   then its paths, under ``graph``'s shared memory as it is at each call:
   :func:`memory_facts` (``mode="memory"``), :func:`fluent_facts` through
-  ``backend`` (``"llm"``), or None for ``"plain"`` (sentences only). A
+  ``backend`` (``"llm"``), or each path's sentences (``"plain"``). A
   graph agent without a memory rates every edge unproven."""
   if mode not in ("memory", "llm", "plain"):
     raise ValueError(f"agents.template={mode!r}: expected memory, llm or "
@@ -140,7 +140,9 @@ def memory_renderer(graph, num_edges: int, mode: str = "memory",
     raise ValueError(f"agents.rejected_edges={rejected!r}: expected flag "
                      "or drop")
   if mode == "plain":
-    return None
+    return lambda own, paths: [[path_sentences(p.triples) for p in
+                                list(o) + list(ps)]
+                               for o, ps in zip(own, paths)]
   if mode == "llm" and backend is None:
     raise ValueError("agents.template=llm rewrites through an LLM backend: "
                      "use it with --backend=gemini or openai")

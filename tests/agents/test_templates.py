@@ -115,7 +115,8 @@ def test_memory_aware_templates_order_and_flag_by_edge_quality(
   dropped = templates.memory_renderer(graph, demo_workspace.kg.num_edges,
                                       rejected="drop")([[]], [[bad, good]])
   assert len(dropped[0]) == (2 if shared else 1)
-  assert templates.memory_renderer(graph, 1, "plain") is None
+  plain = templates.memory_renderer(graph, 1, "plain")
+  assert plain([[]], [[path]]) == [[templates.path_sentences(path.triples)]]
   # the prompt shows the lines instead of the plain sentences
   req = AnswerRequest("q?", ["a", "b"], ["plain sentence.", ""],
                       facts=[after, []])

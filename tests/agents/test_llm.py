@@ -6,6 +6,7 @@ cache, and key hygiene."""
 
 import json
 import multiprocessing
+import sqlite3
 import threading
 import time
 
@@ -310,3 +311,50 @@ def test_a_thinking_only_reply_is_never_scored_as_the_llms_answer():
   assert usage["per_agent"]["answer"]["errors_by_category"] == {
       "truncated": 1}
   assert usage["fallbacks"] == 1 and usage["thinking_tokens"] == 512
+
+
+def test_a_new_cache_waits_out_a_writer_holding_the_file(tmp_path):
+  """Issue 39: four processes starting on a new cache file, one died with
+  'database is locked' (switching to WAL is not covered by the busy
+  timeout). A writer holding the lock a while must only delay a new one."""
+  import sqlite3
+  path = tmp_path / "c.sqlite"
+  holder = sqlite3.connect(path, isolation_level=None,
+                           check_same_thread=False)
+  holder.execute("BEGIN EXCLUSIVE")
+  release = threading.Timer(0.8, lambda: holder.execute("COMMIT"))
+  release.start()
+  started = time.monotonic()
+  cache = ResponseCache(path, timeout_s=10)
+  assert time.monotonic() - started >= 0.5  # it waited, it did not die
+  cache.put(cache_key("b", "m", "s", "u", None), "t", 1, 1)
+  assert len(cache) == 1
+  release.join()
+
+
+class _BusyOnce:
+  """A sqlite3 connection whose first journal-mode switch answers
+  SQLITE_BUSY at once, as SQLite does when calling the busy handler could
+  deadlock (the start-up race of issue 39, not reproducible on demand)."""
+
+  def __init__(self, db):
+    self._db, self.busy = db, 1
+
+  def execute(self, sql, *args):
+    if "journal_mode" in sql and self.busy:
+      self.busy -= 1
+      raise sqlite3.OperationalError("database is locked")
+    return self._db.execute(sql, *args)
+
+  def __getattr__(self, name):
+    return getattr(self._db, name)
+
+
+def test_a_busy_answer_at_start_up_is_waited_out(tmp_path, monkeypatch):
+  from racer_jax.agents import llm_cache
+  real = sqlite3.connect
+  monkeypatch.setattr(llm_cache.sqlite3, "connect",
+                      lambda *a, **k: _BusyOnce(real(*a, **k)))
+  cache = ResponseCache(tmp_path / "c.sqlite")
+  cache.put(cache_key("b", "m", "s", "u", None), "t", 1, 1)
+  assert len(cache) == 1

@@ -128,6 +128,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   name += ".legacy_critic" if legacy_critic_calibration else ""
   name += ".online_labels" if learn_labels else ""
   name += llm_figures.folder_suffix(stack.llm_identity, agents)
+  name += f".first{max_questions}" if max_questions else ""
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
   if ensemble:
@@ -146,9 +147,6 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                      "--config.agents.few_shot=0")
   if max_questions:
     data = subset(data, data.dataset.ids[:max_questions], stack.rconfig)
-    name += f".first{max_questions}"
-    out_dir = workdir / "eval" / name
-    out_dir.mkdir(parents=True, exist_ok=True)
   if not dry_run:
     # the last run's report and figures go: a run stopped half-way must not
     # leave them beside its own records

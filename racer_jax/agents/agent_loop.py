@@ -12,10 +12,10 @@ proposed in its rounds, the one with the highest first-round probability.
 Only label-free feedback changes the memory by default: the critic's UNSURE
 needs no gold answer. With ``learn_from_labels`` (the memory-building pass
 over *training* questions, or an explicitly named online-learning study on
-evaluated ones) the paths behind each final answer add success or failure
-counts from the gold answer; every result records how many edge counts its
-label added (``memory_label_updates``), so an evaluation can prove it added
-none.
+evaluated ones) the paths behind each final answer (the walks that reach it)
+add success or failure counts from the gold answer; every result records
+how many edge counts its label added (``memory_label_updates``), so an
+evaluation can prove it added none.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class QuestionResult:
   @property
   def shown_paths(self) -> list[RetrievedPath]:
     """Every walk kept for the predicted choice in the deciding round,
-    reaching it or not (the shared memory learns from these)."""
+    reaching it or not."""
     return self.rounds[self.deciding_turn].paths[self.prediction]
 
   @property
@@ -311,7 +311,7 @@ class Collaboration:
                               turn, rounds, llm_identity=self.llm_identity)
       if self.learn_from_labels and ex.answer_index is not None:
         result.memory_label_updates = self.graph.record(
-            result.shown_paths, edge_memory.SUCCESS if result.correct
+            result.evidence, edge_memory.SUCCESS if result.correct
             else edge_memory.FAILURE)
       results.append(result)
     seconds = (time.perf_counter() - start) / max(len(rows), 1)

@@ -116,7 +116,7 @@ def test_memory_aware_templates_order_and_flag_by_edge_quality(
                                       rejected="drop")([[]], [[bad, good]])
   assert len(dropped[0]) == (2 if shared else 1)
   plain = templates.memory_renderer(graph, 1, "plain")
-  assert plain([[]], [[path]]) == [[templates.path_sentences(path.triples)]]
+  assert plain([[]], [[good]]) == [[templates.path_sentences(good.triples)]]
   # the prompt shows the lines instead of the plain sentences
   req = AnswerRequest("q?", ["a", "b"], ["plain sentence.", ""],
                       facts=[after, []])

@@ -120,6 +120,10 @@ class OpenAIBackend(TextBackend):
           **self._arguments(request))
     except openai.APITimeoutError:
       raise Retryable("timeout", "no reply within the timeout") from None
+    except (ValueError, openai.APIResponseValidationError) as exc:
+      # a 200 whose body is not the API's JSON
+      return LLMReply(text=None, backend=self.name, error="http_error",
+                      detail=self._scrub(f"unreadable reply: {exc}"))
     except openai.APIConnectionError as exc:
       raise Retryable("transport", self._scrub(str(exc))) from None
     except openai.APIStatusError as exc:

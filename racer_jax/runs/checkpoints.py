@@ -196,6 +196,7 @@ def _is_mismatch(error: str) -> bool:
   return any(k in text for k in ("tree structures do not match",
                                  "structure mismatch", "shape mismatch",
                                  "shapes do not match", "incompatible shape",
+                                 "is not compatible with the stored shape",
                                  "dtype mismatch"))
 
 

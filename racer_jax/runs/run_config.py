@@ -107,7 +107,7 @@ def load_dict(workdir, what: str = "run") -> dict:
   return config
 
 
-RESUMABLE = ("run_paths_absolute", "train.num_steps", "train.log_every", "train.checkpoint_every",
+RESUMABLE = ("train.num_steps", "train.log_every", "train.checkpoint_every",
              "train.eval_every", "train.max_to_keep", "train.stall_timeout_s",
              "train.accept_config_change")
 CHANGES = "config_changes.jsonl"
@@ -128,7 +128,8 @@ def changed_fields(old: dict, new: dict) -> dict:
   :data:`RESUMABLE` ones."""
   a, b = _flat(old), _flat(new)
   return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b))
-          if a.get(k) != b.get(k) and k not in RESUMABLE}
+          if a.get(k) != b.get(k) and k.split(".")[0] != ABSOLUTE and
+          k not in RESUMABLE}
 
 
 def save(config, workdir, stage: str) -> None:

@@ -126,7 +126,8 @@ def test_the_loop_answers_with_the_members_mean(answer_run, head_run,
   # The single model's folder is untouched; resuming with other members
   # is refused rather than mixing the two answerers' passes.
   assert not (workdir / "eval" / "dev" / "full.seed0.jsonl").exists()
-  with pytest.raises(ValueError, match="not .*rerun without --resume"):
+  with pytest.raises(ValueError, match="another ensemble .*rerun without "
+                     "--resume"):
     agents_eval.evaluate(config, None, workdir, ensemble=[workdir],
                          resume=True, **QUIET)
 

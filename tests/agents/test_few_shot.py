@@ -134,8 +134,9 @@ def test_dry_run_counts_what_the_real_run_sends(answer_run, demo_workspace,
     assert dry["llm_calls"] == 3 * n and dry["llm_new_calls"] == 2 * n
     assert dry["per_agent"]["critic"]["calls"] == n
     assert dry["later_rounds_calls_upper_bound"] == 2 * n
+    # the cap is the reply's room plus the thinking budget
     assert dry["input_tokens"] > 0 and dry["output_tokens_upper_bound"] == \
-        2 * n * agents.max_output_tokens
+        2 * n * (agents.max_output_tokens + agents.thinking_budget)
     rows = [json.loads(x) for x in open(dry["prompts_file"])]
     assert len(rows) == 3 * n
     train_stems = {e.stem for e in demo_workspace.splits["train"].examples}

@@ -197,3 +197,10 @@ def test_key_never_leaks(tmp_path):
   for f in tmp_path.rglob("*"):
     if f.is_file():
       assert KEY.encode() not in f.read_bytes(), f
+
+
+def test_a_reply_that_is_not_the_apis_json_is_categorized():
+  with StubOpenAI() as stub:
+    stub.script.append((200, b"not json", 0))
+    reply = backend(stub).generate("s", "u")
+  assert reply.error == "http_error" and "unreadable" in reply.detail

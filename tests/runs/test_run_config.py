@@ -104,3 +104,11 @@ def test_a_missing_run_it_names_is_said(tmp_path):
   with pytest.raises(ConfigError, match="refiner run .*refiner does not "
                      "exist"):
     run_config.load(answer.answer.knowledge_workdir, "refiner run")
+
+
+def test_a_moved_job_resumes_without_a_false_config_change(tmp_path):
+  import shutil
+  _main_job_layout(tmp_path / "old")
+  shutil.move(tmp_path / "old", tmp_path / "new")
+  config = run_config.load(tmp_path / "new" / "answer")
+  run_config.save(config, tmp_path / "new" / "answer", "answer")  # no error

@@ -25,6 +25,7 @@ from racer_jax.agents.llm import (GenerationSettings, LLMReply, Request,
 from racer_jax.agents.llm_cache import ResponseCache
 from racer_jax.agents.openai_backend import OPENAI_ENDPOINT, OpenAIBackend
 from racer_jax.errors import ConfigError
+from racer_jax.runs.config_checks import check_config
 
 BACKENDS = ("local", "gemini", "openai")
 DEFAULT_GEMINI_MODEL = "gemini-3.5-flash"
@@ -73,6 +74,7 @@ def evaluation_agents(saved, *, backend: str | None = None,
                         f"{kind.__name__}") from None
   if agents.backend == "gemini" and not agents.model:
     agents.model = DEFAULT_GEMINI_MODEL
+  check_config(ml_collections.ConfigDict({"agents": agents.to_dict()}))
   return agents
 
 

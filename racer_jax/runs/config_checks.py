@@ -121,6 +121,8 @@ def check_config(config) -> None:
         sum(w) == 0:
       raise ConfigError(f"curriculum.weights={weights!r}: three "
                         "non-negative numbers, not all 0")
+  if "batch" not in config:  # a section alone (the agents' settings)
+    return
   batch, devices = config.batch.batch_size, config.train.num_devices
   if devices and batch % devices:
     raise ConfigError(f"batch.batch_size={batch} is not divisible by "

@@ -119,3 +119,13 @@ def test_answered_fraction_and_headline():
   local = llm_figures.llm_figures(None, {}, None, agents)
   assert local["llm_result"] is None and local["llm_headline"] is None
   assert local["backend"] == "local"
+
+
+@pytest.mark.parametrize("bad", ["thinking_level=huge", "temperature=-1",
+                                 "min_llm_answered=2",
+                                 "structured_output=xml",
+                                 "max_output_tokens=0"])
+def test_settings_that_cannot_work_are_refused_naming_the_field(bad):
+  field = bad.split("=")[0]
+  with pytest.raises(ConfigError, match=f"agents.{field}="):
+    llm_backends.evaluation_agents(saved_run(), settings=[bad])

@@ -13,4 +13,7 @@ def get_config():
   # the whole graph needs a wider policy than the subgraphs: on CSQA dev
   # width 256 reaches 0.725-0.727 of the reachable golds, width 64 0.666-0.682
   config.walker.hidden = 256
+  # RACER's shared memory of edge outcomes, on as in the paper: the walker
+  # learns it in training, the Critic's UNSURE penalizes rejected paths
+  config.memory.enabled = True
   return config

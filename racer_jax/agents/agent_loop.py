@@ -73,6 +73,10 @@ class QuestionResult:
   choice_concepts: list[list[str]] | None = None
   # edge counts (success or failure) its gold answer added to the memory
   memory_label_updates: int = 0
+  # rounds the critic rejected (UNSURE), and those of them whose paths no
+  # shared memory could penalize (the walker run has none)
+  unsure_rounds: int = 0
+  unsure_without_memory: int = 0
   # which LLM the agents used (backend, model, base_url, settings); None:
   # the local models alone
   llm_identity: dict | None = None
@@ -197,6 +201,8 @@ class QuestionResult:
             "seconds": self.seconds, **self.llm_usage(),
             "answered_by": self.answered_by, "llm": self.llm_identity,
             "memory_label_updates": self.memory_label_updates,
+            "unsure_rounds": self.unsure_rounds,
+            "unsure_without_memory": self.unsure_without_memory,
             "choice_concepts": self.choice_concepts, "rounds": rounds}
 
 
@@ -245,6 +251,7 @@ class Collaboration:
     index = {b: int(batch.example_index[b]) for b in rows}
     history: dict[int, list[Round]] = {b: [] for b in rows}
     decided: dict[int, int] = {}
+    unsure = {b: [0, 0] for b in rows}  # [rejected, not penalized]
     active = list(rows)
     for turn in range(self.max_turns):
       t = self.graph.temperature + turn * self.temperature_step
@@ -289,6 +296,8 @@ class Collaboration:
           decided[b] = turn
         else:
           self.graph.record(ps[a.choice], edge_memory.REJECTION)
+          unsure[b][0] += 1
+          unsure[b][1] += not getattr(self.graph, "use_memory", False)
           still.append(b)
       active = still
       if not active:
@@ -308,7 +317,9 @@ class Collaboration:
       conf = float(rounds[turn].answer.probs[choice])
       result = QuestionResult(index[b], ex.id, ex.stem, list(ex.choices),
                               ex.answer_index, choice, conf, b in decided,
-                              turn, rounds, llm_identity=self.llm_identity)
+                              turn, rounds, llm_identity=self.llm_identity,
+                              unsure_rounds=unsure[b][0],
+                              unsure_without_memory=unsure[b][1])
       if self.learn_from_labels and ex.answer_index is not None:
         result.memory_label_updates = self.graph.record(
             result.evidence, edge_memory.SUCCESS if result.correct

@@ -281,9 +281,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
 
 def protocol_figures(per_seed, calibrated, graph, learn_labels) -> dict:
   """How this evaluation kept (or, on purpose, broke) the protocol."""
-  updates = sum(int(r.get("memory_label_updates", 0))
-                for runs in per_seed.values() for records in runs
-                for r in records)
+  records = [r for runs in per_seed.values() for rs in runs for r in rs]
+  updates = sum(int(r.get("memory_label_updates", 0)) for r in records)
+  unsure = sum(int(r.get("unsure_rounds", 0)) for r in records)
+  unpenalized = sum(int(r.get("unsure_without_memory", 0)) for r in records)
   warnings = []
   if learn_labels:
     warnings.append(
@@ -299,6 +300,10 @@ def protocol_figures(per_seed, calibrated, graph, learn_labels) -> dict:
                                 else calibrated["critic_calibration"]),
          "memory_source": getattr(graph, "memory_source", "none"),
          "memory_eval_label_updates": updates,
+         # RACER's UNSURE penalizes the rejected paths in the shared memory;
+         # a walker run without one (memory.enabled=False) cannot
+         "unsure_rounds": unsure,
+         "unsure_rounds_without_memory": unpenalized,
          "learn_from_eval_labels": learn_labels,
          "protocol_warnings": warnings}
   if calibrated is not None:

@@ -20,7 +20,7 @@ from racer_jax.errors import ConfigError
 from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, learning_curves,
-                            llm_figures, refiner_eval, retrieval_eval,
+                            llm_figures, refiner_eval, report, retrieval_eval,
                             walker_eval)
 
 KINDS = ("walker", "hygrl", "refiner", "agents", "answer_only", "compare")
@@ -242,6 +242,8 @@ def figures_text(figures: dict, kind: str, workdir) -> str:
   lines = [figures["llm_headline"]] if figures.get("llm_headline") else []
   lines += [f"NOT A HELD-OUT EVALUATION: {w}"
             for w in figures.get("protocol_warnings", [])]
+  if figures.get("unsure_rounds_without_memory"):
+    lines.append("NOTE:" + report.unsure_phrase(figures))
   width = max(map(len, figures), default=0)
   for k, v in figures.items():
     if k not in _NOT_SCALARS:

@@ -71,11 +71,23 @@ def _protocol_line(figures: dict) -> str:
                  "they are easier than unseen ones)")
   else:
     critic = "fitted two-fold on the evaluated split (legacy protocol)"
-  return (f"Protocol: critic thresholds {critic}; shared memory from "
+  line = (f"Protocol: critic thresholds {critic}; shared memory from "
           f"`{figures.get('memory_source')}`, "
           f"{figures.get('memory_eval_label_updates', 0)} edge counts added "
           "from evaluated labels (only the critic's label-free rejections "
           "change it otherwise).")
+  return line + unsure_phrase(figures)
+
+
+def unsure_phrase(figures: dict) -> str:
+  """The UNSURE rounds whose paths no memory could penalize ('' if
+  none)."""
+  n = figures.get("unsure_rounds_without_memory", 0)
+  if not n:
+    return ""
+  return (f" {n} of {figures.get('unsure_rounds', n)} UNSURE rounds could "
+          "not penalize their paths: the walker run has no shared memory "
+          "(train it with memory.enabled=True).")
 
 
 def _llm_phrase(figures: dict) -> str:

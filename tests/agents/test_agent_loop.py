@@ -116,6 +116,30 @@ def test_by_default_labels_never_reach_the_memory(parts):
   assert after.rejection.sum() > before.rejection.sum()
 
 
+def test_unsure_without_a_memory_is_counted_not_silent(parts,
+                                                        retrieval_runs,
+                                                        demo_workspace):
+  """RACER's UNSURE penalizes the rejected paths in the shared memory; a
+  graph agent without one cannot, and every such round is counted (the
+  report says so) instead of passing for a penalty."""
+  graph, local, data = parts
+  graph.reset_memory()
+  with_memory = run(Collaboration(graph, local, ScriptedCritic(1),
+                                  max_turns=3), data)
+  assert all(r.unsure_rounds == 1 and r.unsure_without_memory == 0
+             for r in with_memory)
+  _, _, refiner_dir = retrieval_runs
+  bare = GraphAgent(refiner_dir, demo_workspace, paths_per_choice=2,
+                    use_memory=False, log=lambda _: None)
+  results = run(Collaboration(bare, local, ScriptedCritic(2), max_turns=3),
+                data)
+  assert results
+  for r in results:
+    assert r.unsure_rounds == 2 and r.unsure_without_memory == 2
+    d = r.to_dict()
+    assert (d["unsure_rounds"], d["unsure_without_memory"]) == (2, 2)
+
+
 def test_no_consensus_falls_back_to_best_first_round(parts):
   graph, local, data = parts
   graph.reset_memory()

@@ -17,7 +17,7 @@ from racer_jax.agents import stack as stack_lib
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.data import datasets, validation
 from racer_jax.errors import ConfigError
-from racer_jax.eval import agents_eval, calibration
+from racer_jax.eval import agents_eval, calibration, report
 from racer_jax.runs import run_config
 from tests.trained_runs import QUIET
 
@@ -193,3 +193,23 @@ def test_memory_pass_counts_only_training_questions(answer_run,
   for counts in pass_memories(workdir / "eval" / "dev").values():
     np.testing.assert_array_equal(counts["success"], memory.success)
     np.testing.assert_array_equal(counts["failure"], memory.failure)
+
+
+def test_unsure_rounds_without_memory_are_said():
+  """The rejected rounds no memory could penalize are summed over seeds
+  and said in the report's protocol line; none, nothing is said."""
+  class NoMemory:
+    memory_source = "none"
+
+  records = [{"unsure_rounds": 2, "unsure_without_memory": 2},
+             {"unsure_rounds": 1, "unsure_without_memory": 1}, {}]
+  figures = agents_eval.protocol_figures({"full": [records, records[:1]]},
+                                         {"critic_calibration": "validation",
+                                          "figures": {"questions": 4}},
+                                         NoMemory(), False)
+  assert figures["unsure_rounds"] == 5
+  assert figures["unsure_rounds_without_memory"] == 5
+  assert "5 of 5 UNSURE rounds could not penalize" in (
+      report.unsure_phrase(figures))
+  assert report.unsure_phrase({"unsure_rounds": 3,
+                               "unsure_rounds_without_memory": 0}) == ""

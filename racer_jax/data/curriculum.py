@@ -3,8 +3,11 @@ structural difficulty of each training question.
 
 Difficulty of a question (host side, once per split) combines
 
-- ``hops``: the shortest hop distance in its subgraph from a question
-  concept to a gold-choice concept (unreachable counts as the longest);
+- ``hops``: the shortest hop distance from a question concept to a
+  gold-choice concept — in its subgraph (:func:`structural_features`) or,
+  for the whole-graph walker, on the capped whole graph within the walk's
+  horizon (``racer_jax.runs.kg_walker_inputs.kg_structural_features``);
+  unreachable counts as the longest;
 - ``degree``: the mean out-degree of its question concepts (more branches
   to choose from);
 - ``seeds``: its number of question concepts (more starts to walk from);
@@ -109,24 +112,38 @@ class Schedule:
 
 
 class CurriculumSampler:
-  """``batch_for_step`` of a :class:`BucketedDataset` with easy-to-hard
-  bias (see the module docstring)."""
+  """``batch_for_step`` of a dataset with easy-to-hard bias (see the module
+  docstring). The dataset is a :class:`BucketedDataset` (shape buckets,
+  ``batch(bucket, positions, ...)``) or a one-shape dataset such as the
+  whole-graph walker's ``GoalDataset`` (``batch(positions, ...)``).
 
-  def __init__(self, dataset, subgraphs, gold, schedule: Schedule,
+  Args:
+    features: float64 [Q, 3] per dataset row (hops, degree, seeds).
+  """
+
+  def __init__(self, dataset, features, schedule: Schedule,
                weights=(1.0, 0.5, 0.25), num_steps: int = 1):
     self.dataset, self.schedule, self.num_steps = dataset, schedule, num_steps
-    self.features = structural_features(subgraphs, gold)
+    self.features = np.asarray(features, np.float64)
+    n = len(dataset.ids)
+    if self.features.shape[0] != n:
+      raise ValueError(f"{self.features.shape[0]} feature rows for a "
+                       f"dataset of {n} questions")
     self.difficulty = difficulty(self.features, weights)
+    self._bucketed = hasattr(dataset, "members")
+    self._members = (dataset.members if self._bucketed
+                     else {None: np.arange(n)})
 
   def positions_for_step(self, step: int, seed: int, batch_size: int
-                         ) -> tuple[int, np.ndarray]:
-    """``(bucket, positions within the bucket)`` of step ``step``."""
+                         ) -> tuple[int | None, np.ndarray]:
+    """``(bucket, positions within the bucket)`` of step ``step`` (bucket
+    None for a one-shape dataset, whose positions are its rows)."""
     w = self.schedule.weights(self.difficulty, step, self.num_steps)
     rng = np.random.default_rng([seed, step, 0xC0])
-    buckets = list(self.dataset.members)
-    mass = np.array([w[self.dataset.members[b]].sum() for b in buckets])
+    buckets = list(self._members)
+    mass = np.array([w[self._members[b]].sum() for b in buckets])
     b = buckets[rng.choice(len(buckets), p=mass / mass.sum())]
-    pw = w[self.dataset.members[b]]
+    pw = w[self._members[b]]
     k = min(batch_size, int(np.count_nonzero(pw)))
     positions = rng.choice(len(pw), size=k, replace=False, p=pw / pw.sum())
     return b, np.sort(positions)
@@ -134,9 +151,41 @@ class CurriculumSampler:
   def batch_for_step(self, step: int, seed: int, batch_size: int,
                      rows: slice | None = None):
     bucket, positions = self.positions_for_step(step, seed, batch_size)
+    if not self._bucketed:
+      return self.dataset.batch(positions, batch_size, rows)
     return self.dataset.batch(bucket, positions, batch_size, rows)
 
   def mean_difficulty(self, step: int) -> float:
     """Expected difficulty of a sampled question at ``step`` (for logs)."""
     w = self.schedule.weights(self.difficulty, step, self.num_steps)
     return float(np.sum(w * self.difficulty) / np.sum(w))
+
+  def step_metrics(self, step: int, example_index) -> dict:
+    """``curriculum_competence`` at ``step`` and the mean difficulty of the
+    batch's questions (``example_index``: their split indices, the
+    dataset's ``ids``, which are ascending)."""
+    rows = np.searchsorted(self.dataset.ids, np.asarray(example_index))
+    return {"curriculum_competence": np.float32(
+        self.schedule.competence(step, self.num_steps)),
+            "curriculum_difficulty": np.float32(
+                self.difficulty[rows].mean() if rows.size else 0.0)}
+
+
+def make_sampler(config, dataset, features_fn, log=print):
+  """The training batch source: ``dataset`` itself (uniform epochs) or,
+  with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler over
+  ``features_fn()`` (float [Q, 3], computed only then)."""
+  cur = config.get("curriculum", {})
+  if not cur.get("enabled", False):
+    return dataset
+  sampler = CurriculumSampler(
+      dataset, features_fn(),
+      Schedule(start=cur.start, ramp_fraction=cur.ramp_fraction,
+               temperature=cur.temperature),
+      weights=tuple(cur.weights), num_steps=config.train.num_steps)
+  f = sampler.features
+  log(f"curriculum: {len(f)} questions, gold hops mean {f[:, 0].mean():.2f}, "
+      f"seed degree mean {f[:, 1].mean():.1f}, seeds mean {f[:, 2].mean():.1f};"
+      f" competence {cur.start} -> 1 by step "
+      f"{int(cur.ramp_fraction * config.train.num_steps)}")
+  return sampler

@@ -7,6 +7,10 @@ evaluation and the refiner that reads its paths.
 
 from __future__ import annotations
 
+import functools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from racer_jax.data import goal_batch
@@ -21,9 +25,6 @@ def check_kg_config(config) -> None:
   if w.get("heuristic_weight", 0.0):
     raise ConfigError("walker.heuristic_weight: HyGRL's fused heuristic is a "
                       "subgraph prior; with walker.graph='kg' set it to 0")
-  if config.get("curriculum", {}).get("enabled", False):
-    raise ConfigError("curriculum.enabled ranks questions by their "
-                      "subgraphs; use walker.graph='subgraph' for it")
   if config.batch.get("shards", 0) > 1:
     raise ConfigError("batch.shards: the whole-graph walker's batches are "
                       "small id arrays, every process reads them all; "
@@ -60,3 +61,49 @@ def goal_data(config, ws, split: str, log=print) -> goal_batch.GoalDataset:
         f"and {r['choice_concepts_cut']} choices; {r['choices_cut']} "
         "questions with more choices than batch.num_choices")
   return dataset
+
+
+@functools.partial(jax.jit, static_argnames="max_hops")
+def _gold_hops(graph: wg.WholeGraph, gold_concepts, question_concepts,
+               max_hops: int):
+  """int32 [b]: hops from the nearest question concept to the nearest gold
+  concept over the capped graph (``max_hops + 1``: not within reach).
+
+  Args:
+    gold_concepts: int32 [b, A]; question_concepts: int32 [b, Q] (-1 pad).
+  """
+  dist = jax.vmap(lambda t: wg.reach_distance(graph, t, max_hops))(
+      gold_concepts)                                               # [b, V]
+  at = jnp.take_along_axis(dist, jnp.maximum(question_concepts, 0), axis=1)
+  at = jnp.where(question_concepts >= 0, at.astype(jnp.int32), 1 << 20)
+  return jnp.minimum(at.min(axis=1), max_hops + 1)
+
+
+def kg_structural_features(graph: wg.WholeGraph,
+                           dataset: goal_batch.GoalDataset, max_hops: int,
+                           chunk: int = 256) -> np.ndarray:
+  """float64 [Q, 3] per dataset row, the curriculum's difficulty features
+  (:mod:`racer_jax.data.curriculum`) on the whole graph: the gold's BFS
+  distance from the question within the walk's horizon (``max_hops + 1``
+  beyond it, or without a gold label), the mean candidate count (capped
+  out-degree) of the question concepts, their number."""
+  n = len(dataset)
+  rows = np.arange(n)
+  gold = np.maximum(dataset.gold, 0)
+  targets = np.where((dataset.gold >= 0)[:, None],
+                     dataset.choice_concepts[rows, gold], -1)
+  hops = np.full(n, max_hops + 1, np.float64)
+  for lo in range(0, n, chunk):
+    hi = min(lo + chunk, n)
+    pad = chunk - (hi - lo)  # one shape: one compilation
+    t = np.pad(targets[lo:hi], ((0, pad), (0, 0)), constant_values=-1)
+    q = np.pad(dataset.question_concepts[lo:hi], ((0, pad), (0, 0)),
+               constant_values=-1)
+    hops[lo:hi] = np.asarray(_gold_hops(graph, t, q, max_hops))[:hi - lo]
+  candidates = np.diff(np.asarray(graph.ptr))
+  qc = dataset.question_concepts
+  real = qc >= 0
+  seeds = real.sum(axis=1)
+  degree = np.where(real, candidates[np.maximum(qc, 0)], 0).sum(axis=1) / (
+      np.maximum(seeds, 1))
+  return np.stack([hops, degree, seeds.astype(np.float64)], axis=1)

@@ -14,6 +14,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from racer_jax.data import curriculum
 from racer_jax.errors import ConfigError
 from racer_jax.eval.kg_walker_eval import run_kg_eval
 from racer_jax.rl import kg_walker_update, parallel
@@ -24,7 +25,12 @@ from racer_jax.runs.builders import (
   start_run,
   walker_train_config,
 )
-from racer_jax.runs.kg_walker_inputs import check_kg_config, goal_data, whole_graph
+from racer_jax.runs.kg_walker_inputs import (
+  check_kg_config,
+  goal_data,
+  kg_structural_features,
+  whole_graph,
+)
 from racer_jax.runs.walker_run import run_walker_updates, walker_state
 
 
@@ -46,7 +52,12 @@ def train_kg(config, data_dir, workdir, *, progress: bool = True,
   state, ckpt, _ = walker_state(config, ws, policy, optimizer, workdir, log)
   mesh = parallel.make_mesh(t.num_devices)
   state = parallel.replicate(mesh, state)
-  graph = parallel.replicate(mesh, whole_graph(config, ws, log))
+  host_graph = whole_graph(config, ws, log)
+  # GraphDancer's easy-to-hard sampler, or uniform epochs
+  sampler = curriculum.make_sampler(
+      config, dataset, lambda: kg_structural_features(
+          host_graph, dataset, config.walker.max_steps), log)
+  graph = parallel.replicate(mesh, host_graph)
   relation_emb = parallel.replicate(mesh, ws.relation_emb)
   cfg = walker_train_config(config)
   update = kg_walker_update.make_kg_train_step(policy, optimizer, cfg)
@@ -56,11 +67,16 @@ def train_kg(config, data_dir, workdir, *, progress: bool = True,
       policy, cfg, config.walker.get("eval_samples", 0))
 
   def one_update(state, step):
-    host = dataset.batch_for_step(step, config.seed, bs,
+    host = sampler.batch_for_step(step, config.seed, bs,
                                   parallel.process_rows(bs))
     batch = parallel.shard_batch(mesh, host, bs)
-    return update(state, graph, batch, relation_emb,
-                  np.float32(p_teacher_at(config, step)))
+    state, metrics = update(state, graph, batch, relation_emb,
+                            np.float32(p_teacher_at(config, step)))
+    if sampler is not dataset:
+      index = np.asarray(host.example_index)
+      metrics = dict(metrics, **sampler.step_metrics(
+          step, index[np.asarray(host.example_mask)]))
+    return state, metrics
 
   def evaluate(state, step):
     del step

@@ -35,23 +35,13 @@ from racer_jax.train.kg_walker_stage import train_kg
 
 def make_sampler(config, split_data, log=print):
   """The training batch source: the dataset itself (uniform epochs) or,
-  with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler."""
-  cur = config.get("curriculum", {})
-  if not cur.get("enabled", False):
-    return split_data.dataset
+  with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler over the
+  questions' subgraphs."""
   ids = split_data.dataset.ids  # the dataset's questions, in its order
-  sampler = curriculum.CurriculumSampler(
-      split_data.dataset, [split_data.subgraphs[i] for i in ids],
-      [split_data.examples[i].answer_index for i in ids],
-      curriculum.Schedule(start=cur.start, ramp_fraction=cur.ramp_fraction,
-                          temperature=cur.temperature),
-      weights=tuple(cur.weights), num_steps=config.train.num_steps)
-  f = sampler.features
-  log(f"curriculum: {len(f)} questions, gold hops mean {f[:, 0].mean():.2f}, "
-      f"seed degree mean {f[:, 1].mean():.1f}, seeds mean {f[:, 2].mean():.1f};"
-      f" competence {cur.start} -> 1 by step "
-      f"{int(cur.ramp_fraction * config.train.num_steps)}")
-  return sampler
+  return curriculum.make_sampler(
+      config, split_data.dataset, lambda: curriculum.structural_features(
+          [split_data.subgraphs[i] for i in ids],
+          [split_data.examples[i].answer_index for i in ids]), log)
 
 
 def batch_index(batch) -> np.ndarray:
@@ -112,11 +102,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     state, metrics = update(state, batch, concept_emb, relation_emb,
                             np.float32(p_teacher_at(config, step)), theta_dev)
     if sampler is not dataset:
-      metrics = dict(metrics, curriculum_competence=np.float32(
-          sampler.schedule.competence(step, t.num_steps)),
-                     curriculum_difficulty=np.float32(sampler.difficulty[
-                         np.searchsorted(dataset.ids,  # ids are ascending
-                                         batch_index(host))].mean()))
+      metrics = dict(metrics, **sampler.step_metrics(step, batch_index(host)))
     return state, metrics
 
   def evaluate(state, step):

@@ -51,8 +51,9 @@ def test_sampler_goes_from_easy_to_uniform(make_random_graph):
   dataset = BucketedDataset(subgraphs, gold, np.zeros((60, 4), np.float32),
                             buckets=[(64, 512)], num_choices=5, max_degree=8)
   sched = curriculum.Schedule(start=0.1, ramp_fraction=0.5, temperature=0.05)
-  sampler = curriculum.CurriculumSampler(dataset, subgraphs, gold, sched,
-                                         num_steps=100)
+  sampler = curriculum.CurriculumSampler(
+      dataset, curriculum.structural_features(subgraphs, gold), sched,
+      num_steps=100)
   d = sampler.difficulty
 
   def mean_sampled(step, reps=30):
@@ -71,13 +72,15 @@ def test_sampler_goes_from_easy_to_uniform(make_random_graph):
   np.testing.assert_array_equal(a.example_index, b.example_index)
 
 
-@pytest.mark.slow  # ~25 s: a short training run with evaluations
-def test_walker_training_with_curriculum_logs_competence(tmp_path):
+@pytest.mark.slow  # ~25 s each: a short training run with evaluations
+@pytest.mark.parametrize("graph", ["subgraph", "kg"])
+def test_walker_training_with_curriculum_logs_competence(tmp_path, graph):
   from configs import test as test_config
   from racer_jax.eval import learning_curves
   from racer_jax.train import walker_stage
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
+  config.walker.graph = graph  # both walkers take the easy-to-hard sampler
   config.curriculum.enabled = True
   config.train.eval_every = 10
   quiet = dict(progress=False, log=lambda _: None)

@@ -147,6 +147,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.refiner.mix = 0.5             # λ in s = λ α + (1 - λ) β
   config.refiner.top_k = 4             # k' paths kept
   config.refiner.loss = "listwise"     # or "pairwise"
+  # a choice head beside the path scores: from the question and the paths
+  # toward each choice, which choice they support (softmax cross-entropy
+  # across choices), and the same scorer from the question and the choice
+  # names alone (racer_jax/refine/choice_scorer.py)
+  config.refiner.choice_head = True
+  config.refiner.choice_weight = 1.0
   config.refiner.num_steps = 400
   config.refiner.learning_rate = 1e-3
 

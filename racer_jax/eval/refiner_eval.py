@@ -15,7 +15,11 @@ Figures, over labeled questions:
   it, with the walker's shared memory reranking its actions or not (same
   parameters), and ``gold_in_topk_refiner_memory_off``;
 * ``any_gold_path``: questions with any gold-supporting candidate (the
-  ceiling for every selector).
+  ceiling for every selector);
+* ``refiner_choice_accuracy`` and ``refiner_choice_accuracy_text_only``
+  (a refiner with a choice head): the choice it scores best from the
+  question and the paths toward each choice, and the same scorer from the
+  question and the choice names alone.
 """
 
 from __future__ import annotations
@@ -62,9 +66,16 @@ def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
         f"{m}_{s}" for m in ("gold_in_topk", "positives", "kept")
         for s in names):
       sums[key] = sums.get(key, 0.0) + float(np.sum(out[key][rows]))
+    for key in ("choice_correct", "choice_correct_text"):
+      if key in out:
+        sums[key] = sums.get(key, 0.0) + float(np.sum(out[key][rows]))
   n = max(labeled, 1)
   figures = {"labeled": labeled, "hit_rate": sums["hit"] / n,
              "any_gold_path": sums["any_positive"] / n}
+  if "choice_correct" in sums:  # a refiner with a choice head
+    figures["refiner_choice_accuracy"] = sums["choice_correct"] / n
+    figures["refiner_choice_accuracy_text_only"] = (
+        sums["choice_correct_text"] / n)
   ratio = lambda s: sums[f"positives_{s}"] / max(
       sums[f"kept_{s}"] - sums[f"positives_{s}"], 1.0)
   for s in SELECTORS:

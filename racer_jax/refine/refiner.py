@@ -19,6 +19,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from racer_jax.refine.choice_scorer import ChoiceScorer
+
 MASKED_LOGIT = -1e9  # finite, so no inf/NaN reaches a gradient
 
 
@@ -31,23 +33,33 @@ def masked_softmax(logits, mask):
 
 class PathRefiner(nn.Module):
   """Dual-attention path refiner. H = ``hidden`` (a multiple of
-  ``num_heads``); ``mix`` is λ, the weight of the cross-path relevance."""
+  ``num_heads``); ``mix`` is λ, the weight of the cross-path relevance;
+  ``choice_head`` adds the choice scorers of
+  :mod:`racer_jax.refine.choice_scorer` (with and without the paths)."""
   hidden: int = 64
   num_heads: int = 4
   mix: float = 0.5
+  choice_head: bool = False
 
   @nn.compact
-  def __call__(self, head, relation, tail, hop_mask, path_mask, query):
-    """Scores one question's candidate paths.
+  def __call__(self, head, relation, tail, hop_mask, path_mask, query,
+               choices=None):
+    """Scores one question's candidate paths (and, given ``choices``, its
+    answer choices).
 
     Args:
       head, relation, tail: float32 [P, T, d] embeddings of each hop.
       hop_mask: bool [P, T], the hops actually taken.
       path_mask: bool [P], the real, distinct paths.
       query: float32 [d].
+      choices: None, or a dict ``choice_emb`` [C, d], ``choice_valid``
+        bool [C], ``choice`` int32 [P] (each path's target choice) and
+        ``reached`` bool [P] (only with ``choice_head``).
 
     Returns:
-      A dict of float32 [P]: ``score`` (s), ``alpha`` (α), ``beta`` (β).
+      A dict of float32 [P]: ``score`` (s), ``alpha`` (α), ``beta`` (β);
+      ``encoding`` [P, H]; with ``choices``: ``choice_logits`` and
+      ``choice_logits_text`` [C] (the scorer without the paths).
     """
     h_dim = self.hidden
     hops = hop_mask & path_mask[:, None]                          # [P, T]
@@ -79,15 +91,32 @@ class PathRefiner(nn.Module):
 
     # 4. Mix (α = β = 0 on padded paths, so s = 0 there exactly).
     score = self.mix * alpha + (1.0 - self.mix) * beta
-    return {"score": score, "alpha": alpha, "beta": beta}
+    out = {"score": score, "alpha": alpha, "beta": beta, "encoding": h2}
+    if self.choice_head and choices is not None:
+      paths = {"encoding": h2, "score": score, "choice": choices["choice"],
+               "reached": choices["reached"], "valid": path_mask}
+      emb, valid = choices["choice_emb"], choices["choice_valid"]
+      out["choice_logits"] = ChoiceScorer(h_dim, True, name="choice")(
+          query, emb, valid, paths)
+      out["choice_logits_text"] = ChoiceScorer(
+          h_dim, False, name="choice_text")(query, emb, valid)
+    return out
 
 
 def init_refiner(refiner: PathRefiner, rng, num_paths: int, num_hops: int,
                  embed_dim: int):
-  """Parameters for [num_paths, num_hops, embed_dim] hop embeddings."""
+  """Parameters for [num_paths, num_hops, embed_dim] hop embeddings (and
+  the choice head's, when the refiner has one)."""
   x = jnp.zeros((num_paths, num_hops, embed_dim))
+  choices = None
+  if refiner.choice_head:
+    choices = {"choice_emb": jnp.zeros((2, embed_dim)),
+               "choice_valid": jnp.ones((2,), bool),
+               "choice": jnp.zeros((num_paths,), jnp.int32),
+               "reached": jnp.ones((num_paths,), bool)}
   return refiner.init(rng, x, x, x, jnp.ones((num_paths, num_hops), bool),
-                      jnp.ones((num_paths,), bool), jnp.zeros((embed_dim,)))
+                      jnp.ones((num_paths,), bool), jnp.zeros((embed_dim,)),
+                      choices)
 
 
 def top_k_paths(score, path_mask, k: int):

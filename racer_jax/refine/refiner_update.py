@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from racer_jax.refine import choice_scorer
 from racer_jax.refine import refiner as refiner_lib
 from racer_jax.rl import kg_rollout, kg_walker_update
 from racer_jax.rl import rollout as rollout_lib
@@ -32,6 +33,10 @@ class RefinerConfig:
   loss: str = "listwise"
   max_question_concepts: int = 32  # whole-graph walker: its run's caps
   max_choice_concepts: int = 8
+  # the choice head (racer_jax/refine/choice_scorer.py): trained with a
+  # softmax cross-entropy across choices, weighted by choice_weight
+  choice_head: bool = False
+  choice_weight: float = 1.0
 
 
 def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
@@ -150,6 +155,34 @@ def path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
                                          paths["valid"], batch.query)
 
 
+def refiner_outputs(refiner, params, batch, concept_emb, rel_emb, paths,
+                    whole=None):
+  """Everything the refiner computes per question: ``score`` [B, P] and,
+  with its choice head, ``choice_logits`` / ``choice_logits_text``
+  [B, C] (see :mod:`racer_jax.refine.choice_scorer`)."""
+  head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
+                                            paths, whole)
+  choices = None
+  if refiner.choice_head:
+    choices = {"choice_emb": choice_scorer.choice_vectors(batch, concept_emb),
+               "choice_valid": batch.choice_valid,
+               "choice": paths["choice"], "reached": paths["reached"]}
+  out = jax.vmap(lambda h, r, t, m, v, q, c: refiner.apply(
+      params, h, r, t, m, v, q, c))(head, rel, tail, hop_mask,
+                                    paths["valid"], batch.query, choices)
+  out.pop("encoding")
+  return out
+
+
+def choice_figures(out, batch, labeled):
+  """Per question [B]: ``choice_correct`` / ``choice_correct_text`` (the
+  choice head's argmax is the gold; 0 where unlabeled)."""
+  gold = jnp.maximum(batch.gold, 0)
+  right = lambda logits: labeled & (jnp.argmax(logits, axis=-1) == gold)
+  return {"choice_correct": right(out["choice_logits"]),
+          "choice_correct_text": right(out["choice_logits_text"])}
+
+
 def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
                       donate: bool = True):
   """``step(state, batch, walker_params, concept_emb, rel_emb,
@@ -168,17 +201,31 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
     labeled = batch.example_mask & (batch.gold >= 0)
 
     def loss_of(params):
-      score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
-                          whole)
+      out = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
+                            paths, whole)
+      score = out["score"]
       per_q = jax.vmap(loss_fn)(score, paths["positive"], paths["valid"])
       n = jnp.maximum(jnp.sum(labeled), 1)
-      loss = jnp.sum(jnp.where(labeled, per_q, 0.0)) / n
+      mean = lambda x: jnp.sum(jnp.where(labeled, x, 0.0)) / n
+      loss = path_loss = mean(per_q)
       top = jax.vmap(lambda s, p, v: refiner_lib.refine_metrics(
           s, p, v, cfg.top_k))(score, paths["positive"], paths["valid"])
-      return loss, {"loss": loss,
-                    "gold_in_topk": jnp.sum(jnp.where(
-                        labeled, top["gold_in_topk"], 0.0)) / n,
-                    "paths": jnp.sum(paths["valid"]) / n}
+      metrics = {"gold_in_topk": mean(top["gold_in_topk"]),
+                 "paths": jnp.sum(paths["valid"]) / n}
+      if cfg.choice_head:
+        gold = jnp.where(labeled, batch.gold, -1)
+        ce = mean(jax.vmap(choice_scorer.choice_loss)(out["choice_logits"],
+                                                      gold))
+        ce_text = mean(jax.vmap(choice_scorer.choice_loss)(
+            out["choice_logits_text"], gold))
+        loss = path_loss + cfg.choice_weight * (ce + ce_text)
+        right = choice_figures(out, batch, labeled)
+        metrics.update(path_loss=path_loss, choice_loss=ce,
+                       choice_loss_text=ce_text,
+                       choice_accuracy=mean(right["choice_correct"]),
+                       choice_accuracy_text=mean(
+                           right["choice_correct_text"]))
+      return loss, dict(metrics, loss=loss)
 
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(
         state.params)
@@ -202,9 +249,10 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
     k_paths, k_random = jax.random.split(rng)
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
                       k_paths, walker_cfg, cfg, edge_quality, whole)
+    refined = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
+                              paths, whole)
     scores = {
-        "refiner": path_scores(refiner, params, batch, concept_emb, rel_emb,
-                               paths, whole),
+        "refiner": refined["score"],
         "random": jax.random.uniform(k_random, paths["valid"].shape),
         "logprob": paths["log_prob"],
         # Length-normalized: the plain log-prob favours short paths.
@@ -224,6 +272,9 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
                          axis=1)
     out["any_positive"] = jnp.any(paths["positive"], axis=1)
     out["labeled"] = batch.example_mask & (batch.gold >= 0)
+    if refiner.choice_head:
+      out.update(choice_figures(refined, batch, out["labeled"]))
+      out["choice_logits"] = refined["choice_logits"]
     out["refiner_scores"] = scores["refiner"]
     out["paths"] = paths
     return out

@@ -30,7 +30,10 @@ def refiner_config(config, wconfig=None) -> refiner_update.RefinerConfig:
       paths_per_choice=r.paths_per_choice, sample_hops=r.sample_hops,
       temperature=r.temperature, top_k=r.top_k, loss=r.loss,
       max_question_concepts=w.get("max_question_concepts", 32),
-      max_choice_concepts=w.get("max_choice_concepts", 8))
+      max_choice_concepts=w.get("max_choice_concepts", 8),
+      # runs saved before the choice head have none
+      choice_head=r.get("choice_head", False),
+      choice_weight=r.get("choice_weight", 1.0))
 
 
 def walker_graph(wconfig, ws, log=print):
@@ -44,7 +47,8 @@ def walker_graph(wconfig, ws, log=print):
 def make_refiner(config) -> refiner_lib.PathRefiner:
   r = config.refiner
   return refiner_lib.PathRefiner(hidden=r.hidden, num_heads=r.num_heads,
-                                 mix=r.mix)
+                                 mix=r.mix,
+                                 choice_head=r.get("choice_head", False))
 
 
 def create_state(config, embed_dim: int, num_hops: int):

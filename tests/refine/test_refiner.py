@@ -104,8 +104,9 @@ def test_all_padded_is_zero_with_finite_gradients():
   _, params, apply = setup()
   inputs = make_inputs(num_valid=0, pad_value=1e5)
   out = apply(params, *inputs)
-  for name in out:
+  for name in ("score", "alpha", "beta"):
     np.testing.assert_array_equal(out[name], np.zeros(P))
+  np.testing.assert_array_equal(out["encoding"], 0.0)
   loss, grads = loss_and_grad(params, inputs, POSITIVE)
   assert float(loss) == 0.0
   assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))

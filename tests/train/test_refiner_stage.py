@@ -90,7 +90,8 @@ def test_refiner_stage_resume_and_evaluation(walker_run, tmp_path):
   figures = json.loads(out.stdout.strip().splitlines()[-1])
   for key in ("gold_in_topk_refiner", "gold_in_topk_random",
               "gold_in_topk_logprob", "hit_rate_memory_on",
-              "hit_rate_memory_off"):
+              "hit_rate_memory_off", "refiner_choice_accuracy",
+              "refiner_choice_accuracy_text_only"):
     assert 0.0 <= figures[key] <= 1.0, key
   assert figures["memory_available"]
   assert figures["gold_in_topk_refiner"] <= figures["any_gold_path"]

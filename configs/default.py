@@ -162,6 +162,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.answer.model = "cross_encoder"  # or "frozen_head" (fast option)
   config.answer.knowledge_workdir = ""  # a refiner run ("" = no knowledge)
   config.answer.paths_per_choice = 2    # refined paths per choice shown
+  # RACER's k' "determined through validation": after training, the loop's
+  # one-round accuracy on the validation slice picks the paths shown per
+  # choice among these (racer_jax/eval/paths_choice.py); () keeps the above
+  config.answer.paths_per_choice_candidates = (1, 2, 3, 4)
   config.answer.max_sentences = 6       # knowledge sentences per choice
   config.answer.reached_only = False    # show only paths that reach it
   config.answer.choice_triples = 0      # KEAR: each choice's own KG triples

@@ -154,7 +154,10 @@ class AgentStack:
     self.llm_identity = (self.backend.identity() if self.backend is not None
                          else None)
     self._few_shot = None
-    self.keep = config.answer.paths_per_choice
+    # the refiner's k' (paths shown per choice): as chosen on the run's
+    # validation slice (racer_jax/eval/paths_choice.py), else as trained
+    self.keep_chosen = run_config.chosen(config, "refiner_top_k_chosen")
+    self.keep = int(self.keep_chosen or config.answer.paths_per_choice)
     self.train_memory = None  # the memory pass's record, when it ran
     self.graph = self.prepare_graph(build_graph_agent(
         self.agents, self.refiner_dir, self.ws, self.keep, self.backend,
@@ -318,12 +321,20 @@ class AgentStack:
         "graph_agent": self.agents.get("graph", "walker"),
         "hygrl_workdir": self.agents.get("hygrl_workdir", ""),
         "paths_shown_to_answerer": self.paths_shown,
+        "paths_per_choice": self.keep,
         "memory_source": self.graph.memory_source,
         "memory_questions": (self.train_memory or {}).get("questions"),
         "validation": {"split": self.config.train.split,
                        "fraction": fraction, "seed": seed},
         "seed": int(self.config.seed),
         "batch_size": int(self.config.eval.batch_size)}
+
+  def set_paths_per_choice(self, k: int, chosen: bool = False) -> None:
+    """Shows ``k`` refined paths per choice from now on (``chosen``: k was
+    chosen on the validation slice)."""
+    self.keep = self.graph.keep = int(k)
+    if chosen:
+      self.keep_chosen = int(k)
 
   def collaboration(self, data: SplitData, critic, max_turns: int, *,
                     graph=None, local_only: bool = False,

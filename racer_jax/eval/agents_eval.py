@@ -47,7 +47,7 @@ from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import (calibration, head_only, llm_figures, passes,
-                            report, resume_checks)
+                            paths_choice, report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
 from racer_jax.eval import qa_metrics as metrics_lib
 
@@ -135,6 +135,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     resume_checks.require_same(
         out_dir / "members.json", {"workdirs": local.workdirs,
                                    "steps": local.step}, resume, "ensemble")
+  # the refiner's k' as chosen on the validation slice (chosen now if the
+  # run names candidates and has not chosen yet)
+  paths_choice.choose(stack, progress=progress, log=log)
   if legacy_critic_calibration:
     calibrated = None
   else:
@@ -254,6 +257,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       "graph_agent": agents.get("graph", "walker"),
       "retrieval_workdir": str(refiner_dir),
       "paths_shown_to_answerer": stack.paths_shown,
+      "paths_per_choice": stack.keep,
+      "refiner_top_k_chosen": stack.keep_chosen,
       "use_openbook": bool(config.get("use_openbook", False)),
       "choice_triples": int(config.answer.get("choice_triples", 0)),
       "similar_questions": int(config.answer.get("similar_questions", 0)),

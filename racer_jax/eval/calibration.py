@@ -29,7 +29,7 @@ from racer_jax.agents import critic as critic_lib
 from racer_jax.agents.agent_loop import FoldCritic
 from racer_jax.agents.critic import LocalCritic
 from racer_jax.agents.stack import AgentStack
-from racer_jax.eval import memory_pass, passes
+from racer_jax.eval import memory_pass, passes, paths_choice
 
 VALIDATION = "validation"
 TWOFOLD = "twofold_eval_split"
@@ -113,7 +113,8 @@ def calibrate_after_training(config, data_dir, workdir, *,
                              progress: bool = True,
                              log: Callable[[str], None] = print
                              ) -> dict | None:
-  """The end of the answer stage: the optional memory pass over the
+  """The end of the answer stage: k' chosen on the validation slice
+  (:mod:`racer_jax.eval.paths_choice`), the optional memory pass over the
   training split (``agents.memory_from_train``), then the critic fitted on
   the validation slice with the memory evaluation starts from. Local
   models only (no LLM spend while training). None when the run names no
@@ -133,6 +134,9 @@ def calibrate_after_training(config, data_dir, workdir, *,
     return None
   stack = AgentStack(config, data_dir, workdir, agents=agents,
                      progress=progress, log=log)
+  # k' first: the memory pass and the critic then see the paths evaluations
+  # will show
+  paths_choice.choose(stack, progress=progress, log=log)
   if agents.get("memory_from_train", False) and stack.train_memory is None:
     preliminary = fit_critic(stack, progress=progress, log=log)
     memory_pass.build_train_memory(

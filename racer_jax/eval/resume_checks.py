@@ -38,6 +38,7 @@ def work_of(stack, data, agents) -> dict:
           "answer_run": str(stack.workdir.resolve()),
           "answer_step": steps if isinstance(steps, list) else [steps],
           "retrieval_run": str(stack.refiner_dir),
+          "paths_per_choice": int(stack.keep),
           "seed": int(stack.config.seed),
           "batch_size": int(stack.config.eval.batch_size),
           **{f"agents.{k}": v for k, v in sorted(agents.to_dict().items())

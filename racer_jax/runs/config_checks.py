@@ -121,6 +121,12 @@ def check_config(config) -> None:
         sum(w) == 0:
       raise ConfigError(f"curriculum.weights={weights!r}: three "
                         "non-negative numbers, not all 0")
+  ks = _get(config, "answer.paths_per_choice_candidates")
+  if ks is not _MISSING and ks and any(
+      isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+    raise ConfigError(f"answer.paths_per_choice_candidates={ks!r}: whole "
+                      "numbers >= 1 (the k' to choose among on validation), "
+                      "or () to keep answer.paths_per_choice")
   if "batch" not in config:  # a section alone (the agents' settings)
     return
   batch, devices = config.batch.batch_size, config.train.num_devices

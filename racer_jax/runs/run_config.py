@@ -16,6 +16,10 @@ accepts the change, which is then appended to ``config_changes.jsonl``.
 Fields that do not change what the checkpoints mean (:data:`RESUMABLE`:
 more steps, other logging intervals) may change on a resume.
 
+``record_chosen(workdir, field=value)`` records in ``chosen_on_validation``
+what was fitted on the run's validation slice after training (not a
+setting: it never counts as a change).
+
 Run folders can be moved: the fields that name another run or folder
 (:data:`RUN_PATHS`) are saved relative to the run's own folder when they
 point into the folder that holds it (the main job's ``walker/``,
@@ -45,6 +49,10 @@ RUN_PATHS = ("prep_dir", "refiner.walker_workdir", "answer.knowledge_workdir",
 
 
 ABSOLUTE = "run_paths_absolute"
+# what was chosen on the run's validation slice after training (e.g. the
+# refiner's k': ``refiner_top_k_chosen``); kept across a resume with the
+# same config, dropped with a changed one
+CHOSEN = "chosen_on_validation"
 
 
 def load(workdir, what: str = "run") -> ml_collections.ConfigDict:
@@ -128,8 +136,8 @@ def changed_fields(old: dict, new: dict) -> dict:
   :data:`RESUMABLE` ones."""
   a, b = _flat(old), _flat(new)
   return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b))
-          if a.get(k) != b.get(k) and k.split(".")[0] != ABSOLUTE and
-          k not in RESUMABLE}
+          if a.get(k) != b.get(k) and k.split(".")[0] not in (ABSOLUTE, CHOSEN)
+          and k not in RESUMABLE}
 
 
 def save(config, workdir, stage: str) -> None:
@@ -148,9 +156,13 @@ def save(config, workdir, stage: str) -> None:
     _replace(new, field, lambda v, f=field: absolute.setdefault(
         f, str(Path(v).resolve())) and _relative(v, workdir))
   new[ABSOLUTE] = absolute
+  new.pop(CHOSEN, None)
   path = Path(workdir) / "config.json"
   if path.exists():
-    changed = changed_fields(load_dict(workdir, f"{stage} run"), new)
+    old = load_dict(workdir, f"{stage} run")
+    changed = changed_fields(old, new)
+    if not changed and old.get(CHOSEN):
+      new[CHOSEN] = old[CHOSEN]
     if changed and not config.train.get("accept_config_change", False):
       shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in
                         list(changed.items())[:8])
@@ -167,3 +179,19 @@ def save(config, workdir, stage: str) -> None:
   tmp = path.with_name(path.name + ".tmp")
   tmp.write_text(json.dumps(new, indent=1))
   os.replace(tmp, path)
+
+
+def record_chosen(workdir, **chosen) -> None:
+  """Adds ``chosen`` (field -> a JSON value) to the run's
+  ``chosen_on_validation``, atomically."""
+  config = load_dict(workdir)
+  config[CHOSEN] = {**config.get(CHOSEN, {}), **chosen}
+  path = Path(workdir) / "config.json"
+  tmp = path.with_name(path.name + ".tmp")
+  tmp.write_text(json.dumps(config, indent=1))
+  os.replace(tmp, path)
+
+
+def chosen(config, field: str, default=None):
+  """A value :func:`record_chosen` stored in a loaded ``config``."""
+  return (config.get(CHOSEN) or {}).get(field, default)

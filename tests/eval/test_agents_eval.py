@@ -31,6 +31,10 @@ def test_agents_evaluation_cli(answer_run, demo_workspace):
   # evaluated label in the memory
   assert figures["critic_calibration"] == "validation"
   assert figures["memory_eval_label_updates"] == 0
+  # the refiner's k' chosen on the validation slice, repeated here
+  saved = json.loads((workdir / "config.json").read_text())
+  assert figures["refiner_top_k_chosen"] == saved["chosen_on_validation"][
+      "refiner_top_k_chosen"] == figures["paths_per_choice"]
   assert figures["llm_calls_per_question"] == 0  # local backend
   assert figures["tokens_per_question"] == 0
   gain = figures["knowledge_gain"]  # paired: head alone (a) vs full (b)

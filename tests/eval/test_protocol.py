@@ -213,3 +213,45 @@ def test_unsure_rounds_without_memory_are_said():
       report.unsure_phrase(figures))
   assert report.unsure_phrase({"unsure_rounds": 3,
                                "unsure_rounds_without_memory": 0}) == ""
+
+
+def test_k_prime_is_chosen_on_validation_and_used(answer_run, tmp_path):
+  """RACER's k' "determined through validation": the answer stage chose
+  the paths shown per choice by the loop's one-round accuracy on the
+  validation slice (never on an evaluated question), recorded it in the
+  run's config, and every stack and evaluation uses it."""
+  from racer_jax.agents.stack import AgentStack
+  from racer_jax.eval import paths_choice
+  config, workdir = copy_run(answer_run, tmp_path)
+  saved = run_config.load(workdir, "answer run")
+  chosen = run_config.chosen(saved, "refiner_top_k_chosen")
+  candidates = paths_choice.candidates_of(config)
+  assert candidates == (1, 2, 3, 4) and chosen in candidates
+  [record_file] = workdir.glob("calibration/*/paths_per_choice.json")
+  record = json.loads(record_file.read_text())
+  accuracy = {int(k): a for k, a in record["validation_accuracy"].items()}
+  assert sorted(accuracy) == list(candidates)
+  assert chosen == max(candidates, key=lambda k: (accuracy[k], -k))
+  # the passes behind it ran on the validation slice only
+  stack = AgentStack(saved, None, workdir, **QUIET)
+  assert stack.keep == chosen and stack.keep_chosen == chosen
+  held = {stack.validation().examples[int(i)].id
+          for i in stack.validation().dataset.ids}
+  for k in candidates:
+    rows = [json.loads(x) for x in (record_file.parent /
+            f"validation.k{k}.jsonl").read_text().splitlines()]
+    assert {r["id"] for r in rows} == held
+    assert all(len(p) <= k for r in rows for p in r["rounds"][0]["paths"])
+    assert np.mean([r["correct"] for r in rows]) == pytest.approx(
+        accuracy[k])
+  dev_ids = {e.id for e in stack.split("dev").examples}
+  assert not held & dev_ids
+  # a run told to choose among (1,) alone chooses again, records and uses 1
+  with saved.unlocked():
+    saved.answer.paths_per_choice_candidates = (1,)
+  stack = AgentStack(saved, None, workdir, **QUIET)
+  again = paths_choice.choose(stack, **QUIET)
+  assert again["refiner_top_k_chosen"] == 1 and stack.keep == 1
+  assert stack.graph.keep == 1
+  assert run_config.chosen(run_config.load(workdir), "refiner_top_k_chosen"
+                           ) == 1

@@ -175,6 +175,9 @@ def get_config() -> ml_collections.ConfigDict:
   # reads as numbers beside the text ("" = none); independent of
   # knowledge_workdir, whose paths are shown as text
   config.answer.evidence_workdir = ""
+  # with it: also the refiner's choice-head probability per choice (the
+  # refiner run needs refiner.choice_head=True)
+  config.answer.evidence_choice_head = False
   # KEAR: the k most similar training questions with their answers
   # (racer_jax/answer/similar_questions.py); on CSQA mostly the sibling
   # questions of the same source concept, so report it apart.

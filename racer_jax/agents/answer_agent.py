@@ -98,6 +98,8 @@ class LocalAnswerer:
     self._model = model
     self.uses_knowledge = bool(config.answer.knowledge_workdir)
     self.uses_evidence = bool(config.answer.get("evidence_workdir", ""))
+    self.evidence_choice_head = bool(config.answer.get(
+        "evidence_choice_head", False))
     self.num_choices = config.batch.num_choices
     self.batch_size = batch_size
 
@@ -105,7 +107,8 @@ class LocalAnswerer:
     """float32 [Q, num_choices] choice probabilities."""
     if self.kind == "frozen_head":
       return head_probs(self._model, self._params, self._encoder, requests,
-                        self.num_choices, self.uses_evidence)
+                        self.num_choices, self.uses_evidence,
+                        self.evidence_choice_head)
     tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
               for r in requests]
     data = cross_encoder_step.AnswerData(

@@ -76,13 +76,20 @@ def choice_evidence(out: dict, row: int, num_choices: int) -> list[dict]:
   ``walks`` sampled toward the choice, ``reached`` (how many of them reached
   it, duplicates included: the reach frequency), ``distinct`` (distinct
   real paths among them), ``best_log_prob`` (the best reaching walk's path
-  log-probability; None if none reached) and ``best_score`` (the refiner's
-  best score over its distinct paths; None without one)."""
+  log-probability; None if none reached), ``best_score`` (the refiner's
+  best score over its distinct paths; None without one) and, from a
+  refiner with a choice head, ``choice_prob`` (its probability that the
+  paths support this choice, softmax over the question's choices)."""
   choice = np.asarray(out["choice"][row])
   reached = np.asarray(out["reached"][row], bool)
   valid = np.asarray(out["valid"][row], bool)
   log_prob = np.asarray(out["log_prob"][row], np.float64)
   score = np.asarray(out["score"][row], np.float64)
+  prob = None
+  if "choice_logits" in out:
+    logits = np.asarray(out["choice_logits"][row, :num_choices], np.float64)
+    z = np.exp(logits - logits.max())
+    prob = z / z.sum()
   evidence = []
   for c in range(num_choices):
     mine = choice == c
@@ -93,6 +100,8 @@ def choice_evidence(out: dict, row: int, num_choices: int) -> list[dict]:
         "distinct": int((mine & valid).sum()),
         "best_log_prob": float(log_prob[hit].max()) if hit.any() else None,
         "best_score": float(score[scored].max()) if scored.any() else None})
+    if prob is not None:
+      evidence[-1]["choice_prob"] = float(prob[c])
   return evidence
 
 

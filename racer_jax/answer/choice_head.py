@@ -79,9 +79,17 @@ EVIDENCE_DIM = 9
 LOG_PROB_FLOOR = -10.0  # best log-probabilities are clipped here
 
 
-def evidence_features(evidence, num_choices: int) -> np.ndarray:
-  """float32 [Q, num_choices, EVIDENCE_DIM] from per question, per choice
-  :func:`racer_jax.agents.graph_agent.choice_evidence` dicts. Per choice:
+def evidence_dim(choice_head: bool) -> int:
+  """The evidence features per choice: :data:`EVIDENCE_DIM`, plus one
+  with the refiner's choice head (``answer.evidence_choice_head``)."""
+  return EVIDENCE_DIM + int(bool(choice_head))
+
+
+def evidence_features(evidence, num_choices: int,
+                      choice_head: bool = False) -> np.ndarray:
+  """float32 [Q, num_choices, evidence_dim(choice_head)] from per
+  question, per choice :func:`racer_jax.agents.graph_agent.choice_evidence`
+  dicts. Per choice:
 
   0. reach frequency (reached / walks);
   1. any walk reached it;
@@ -94,11 +102,22 @@ def evidence_features(evidence, num_choices: int) -> np.ndarray:
   6. it has a distinct path the refiner scored;
   7. softmax over the question's choices of the best refiner scores
      (choices without a path get 0);
-  8. distinct paths / walks (how varied its walks were).
+  8. distinct paths / walks (how varied its walks were);
+  9. with ``choice_head``: the refiner's choice-head probability that the
+     paths support it (:mod:`racer_jax.refine.choice_scorer`).
   Padding choices are zeros."""
-  out = np.zeros((len(evidence), num_choices, EVIDENCE_DIM), np.float32)
+  out = np.zeros((len(evidence), num_choices, evidence_dim(choice_head)),
+                 np.float32)
   for i, choices in enumerate(evidence):
     n = min(len(choices), num_choices)
+    if choice_head:
+      if any("choice_prob" not in choices[j] for j in range(n)):
+        raise ValueError(
+            "answer.evidence_choice_head=True but the evidence has no "
+            "choice_prob: answer.evidence_workdir must be a refiner run "
+            "trained with refiner.choice_head=True")
+      out[i, :n, EVIDENCE_DIM] = [choices[j]["choice_prob"]
+                                  for j in range(n)]
     walks = np.array([max(choices[j]["walks"], 1) for j in range(n)], float)
     reach = np.array([choices[j]["reached"] for j in range(n)]) / walks
     lp = np.array([0.0 if choices[j]["best_log_prob"] is None else
@@ -117,7 +136,7 @@ def evidence_features(evidence, num_choices: int) -> np.ndarray:
               ).astype(float)
     distinct = np.array([choices[j]["distinct"] for j in range(n)]) / walks
     if n:
-      out[i, :n] = np.stack([
+      out[i, :n, :EVIDENCE_DIM] = np.stack([
           reach, reach > 0, lp, reach - reach.max(), pick, lp - lp.max(),
           has, soft, distinct], axis=-1)
   return out

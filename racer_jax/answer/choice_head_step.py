@@ -50,7 +50,8 @@ def create_state(config, dim: int, num_steps: int):
   optimizer = optax.adamw(schedule, weight_decay=a.weight_decay)
   rng = jax.random.PRNGKey(config.seed)
   z = jnp.zeros((1, dim))
-  e = (jnp.zeros((1, 1, choice_head.EVIDENCE_DIM))
+  e = (jnp.zeros((1, 1, choice_head.evidence_dim(
+      a.get("evidence_choice_head", False))))
        if a.get("evidence_workdir", "") else None)
   params = model.init(jax.random.fold_in(rng, 0x4ead), z, z[:, None],
                       z[:, None], e)["params"]
@@ -61,9 +62,11 @@ def create_state(config, dim: int, num_steps: int):
 
 
 def head_probs(model, params, encoder, requests, num_choices,
-               uses_evidence: bool = False) -> np.ndarray:
+               uses_evidence: bool = False,
+               evidence_choice_head: bool = False) -> np.ndarray:
   """Choice probabilities [Q, num_choices] for AnswerRequests (with
-  ``uses_evidence``, each must carry its walker ``evidence``)."""
+  ``uses_evidence``, each must carry its walker ``evidence``, with the
+  refiner's choice-head probabilities when ``evidence_choice_head``)."""
   q, c, k, mask = choice_head.encode_features(
       encoder, [r.question for r in requests], [r.choices for r in requests],
       [r.knowledge or [""] * len(r.choices) for r in requests], num_choices)
@@ -73,6 +76,6 @@ def head_probs(model, params, encoder, requests, num_choices,
       raise ValueError("this answer run reads the walker's evidence "
                        "(answer.evidence_workdir) but a request has none")
     features += (choice_head.evidence_features(
-        [r.evidence for r in requests], num_choices),)
+        [r.evidence for r in requests], num_choices, evidence_choice_head),)
   logits = choice_head.head_logits(model, params, features, mask)
   return np.asarray(jax.nn.softmax(logits, -1))

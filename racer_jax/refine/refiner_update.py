@@ -286,14 +286,18 @@ def make_retriever(refiner, walker, walker_cfg, cfg):
   """``retrieve(refiner_params, batch, walker_params, concept_emb, rel_emb,
   edge_quality, rng, whole=None)`` -> the candidate paths of
   :func:`path_sets` plus
-  ``score`` [B, P], the refiner's score of each (jitted; the GraphAgent's
-  device program)."""
+  ``score`` [B, P], the refiner's score of each, and with its choice head
+  ``choice_logits`` [B, C] (jitted; the GraphAgent's device program)."""
   def retrieve(params, batch, walker_params, concept_emb, rel_emb,
                edge_quality, rng, whole=None):
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
                       rng, walker_cfg, cfg, edge_quality, whole)
-    score = path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
-                        whole)
-    return dict(paths, score=jnp.where(paths["valid"], score, -jnp.inf))
+    refined = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
+                              paths, whole)
+    out = dict(paths, score=jnp.where(paths["valid"], refined["score"],
+                                      -jnp.inf))
+    if "choice_logits" in refined:  # the refiner's choice head [B, C]
+      out["choice_logits"] = refined["choice_logits"]
+    return out
 
   return jax.jit(retrieve)

@@ -113,6 +113,12 @@ def check_config(config) -> None:
     raise ConfigError(f"answer.evidence_workdir={evidence!r}: only the "
                       "frozen_head answer model reads the walker's evidence "
                       "(set answer.model=frozen_head)")
+  if _get(config, "answer.evidence_choice_head") is True and \
+      evidence in (_MISSING, ""):
+    raise ConfigError("answer.evidence_choice_head=True reads the choice "
+                      "head of the refiner run in answer.evidence_workdir; "
+                      "set answer.evidence_workdir (and answer.model="
+                      "frozen_head)")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

@@ -44,7 +44,8 @@ def train(config, data_dir, workdir, *, knowledge, evidence=None,
         knowledge[split] if knowledge else None, c)
     if evidence is not None:
       feats[split] = feats[split][:3] + (choice_head.evidence_features(
-          evidence[split], c),) + feats[split][3:]
+          evidence[split], c, a.get("evidence_choice_head", False)),
+                                          ) + feats[split][3:]
     gold[split] = np.array([-1 if e.answer_index is None else
                             e.answer_index for e in examples], np.int32)
   *inputs, mask = feats[t.split]

@@ -74,3 +74,34 @@ def test_evidence_needs_the_frozen_head():
     check_config(config)
   config.answer.model = "frozen_head"
   check_config(config)
+
+
+def test_refiner_choice_head_probability_is_one_more_feature():
+  question = [dict(_ev(8, 4, 3, -2.0, 1.0), choice_prob=0.7),
+              dict(_ev(8, 2, 2, -1.0, 2.0), choice_prob=0.3)]
+  plain = choice_head.evidence_features([question], 3)
+  f = choice_head.evidence_features([question], 3, choice_head=True)
+  assert f.shape == (1, 3, choice_head.EVIDENCE_DIM + 1)
+  np.testing.assert_array_equal(f[..., :choice_head.EVIDENCE_DIM], plain)
+  np.testing.assert_allclose(f[0, :, -1], [0.7, 0.3, 0.0])
+  with pytest.raises(ValueError, match="refiner.choice_head=True"):
+    choice_head.evidence_features([[_ev(8, 4, 3, -2.0, 1.0)]], 2,
+                                  choice_head=True)
+  config = test_config.get_config()
+  config.answer.evidence_choice_head = True
+  with pytest.raises(ConfigError, match="evidence_workdir"):
+    check_config(config)
+
+
+def test_choice_evidence_reads_the_choice_head():
+  from racer_jax.agents.graph_agent import choice_evidence
+  out = {"choice": np.array([[0, 0, 1, 1, 2, 2]]),
+         "reached": np.ones((1, 6), bool), "valid": np.ones((1, 6), bool),
+         "log_prob": np.zeros((1, 6)), "score": np.zeros((1, 6)),
+         "choice_logits": np.array([[2.0, 0.0, -1e9, 5.0]])}
+  ev = choice_evidence(out, 0, 3)
+  probs = np.array([e["choice_prob"] for e in ev])
+  np.testing.assert_allclose(probs, [np.exp(2) / (np.exp(2) + 1),
+                                     1 / (np.exp(2) + 1), 0.0], rtol=1e-6)
+  del out["choice_logits"]
+  assert all("choice_prob" not in e for e in choice_evidence(out, 0, 3))

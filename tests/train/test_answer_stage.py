@@ -142,30 +142,35 @@ def test_frozen_head_option_learns_and_answers(tokenizer, retrieval_runs,
 
 
 @pytest.mark.slow  # encodes and trains
-def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path):
+@pytest.mark.parametrize("with_choice_head", [False, True])
+def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path,
+                                                with_choice_head):
   """``answer.evidence_workdir``: the head trains on the walker's
-  per-choice evidence (no path text), evaluates from its checkpoint with
+  per-choice evidence (no path text; with ``evidence_choice_head`` also the
+  refiner's choice-head probability), evaluates from its checkpoint with
   the evidence it was trained with, and refuses requests without it."""
   from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
   from racer_jax.answer import choice_head
   from racer_jax.eval import answer_eval
   _, _, refiner_dir = retrieval_runs
   workdir = _train_head(retrieval_runs, tmp_path / "evidence", log_every=1,
-                        evidence_workdir=str(refiner_dir), head_epochs=5.0)
+                        evidence_workdir=str(refiner_dir), head_epochs=5.0,
+                        evidence_choice_head=with_choice_head)
   config = train_answer_config(workdir)
   answerer = LocalAnswerer(workdir)
   assert answerer.uses_evidence and not answerer.uses_knowledge
   width = answerer._params["hidden"]["kernel"].shape[0]
-  assert width == 6 * answerer._encoder.dim + 3 + choice_head.EVIDENCE_DIM
+  assert width == 6 * answerer._encoder.dim + 3 + choice_head.evidence_dim(
+      with_choice_head)
   figures = answer_eval.evaluate(config, None, workdir, **QUIET)
   trained = [json.loads(x) for x in
              (workdir / "metrics.jsonl").read_text().splitlines()
              if "eval/accuracy" in x][-1]["eval/accuracy"]
   assert figures["accuracy"] == pytest.approx(trained)
   seen = {"walks": 4, "reached": 3, "distinct": 2, "best_log_prob": -1.0,
-          "best_score": 0.5}
+          "best_score": 0.5, "choice_prob": 0.8}
   never = {"walks": 4, "reached": 0, "distinct": 1, "best_log_prob": None,
-           "best_score": -0.5}
+           "best_score": -0.5, "choice_prob": 0.2}
   request = AnswerRequest("Where does a bird live?", ["nest", "oven"],
                           ["", ""], evidence=[seen, never])
   [a] = answerer.answer_many([request])

@@ -101,6 +101,7 @@ def test_policy_matches_heuristic_on_equal_information_on_csqa(data_dir,
   (0.645 vs 0.480) was the choice signal only it was given."""
   config = csqa_config.get_config()
   config.method = "hygrl"
+  config.text.encoder = "static"  # as measured (csqa.py's walker: MiniLM)
   config.prep_dir = str(tmp_path / "prep")
   config.data.splits = ("train", "dev")
   assert config.hygrl.policy_choice and config.hygrl.heuristic_choice

@@ -37,11 +37,13 @@ def make_sampler(config, split_data, log=print):
   """The training batch source: the dataset itself (uniform epochs) or,
   with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler over the
   questions' subgraphs."""
-  ids = split_data.dataset.ids  # the dataset's questions, in its order
-  return curriculum.make_sampler(
-      config, split_data.dataset, lambda: curriculum.structural_features(
-          [split_data.subgraphs[i] for i in ids],
-          [split_data.examples[i].answer_index for i in ids]), log)
+  def features():
+    ids = split_data.dataset.ids  # the dataset's questions, in its order
+    return curriculum.structural_features(
+        [split_data.subgraphs[i] for i in ids],
+        [split_data.examples[i].answer_index for i in ids])
+
+  return curriculum.make_sampler(config, split_data.dataset, features, log)
 
 
 def batch_index(batch) -> np.ndarray:

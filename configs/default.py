@@ -178,6 +178,15 @@ def get_config() -> ml_collections.ConfigDict:
   # with it: also the refiner's choice-head probability per choice (the
   # refiner run needs refiner.choice_head=True)
   config.answer.evidence_choice_head = False
+  # frozen_head only: a refiner run whose refined paths (paths_per_choice
+  # per choice) form one graph per question with question and choice nodes,
+  # read by relational graph attention the QA-GNN way
+  # (racer_jax/answer/graph_head.py); "" = no graph
+  config.answer.graph_workdir = ""
+  # small: at width 128 and 3 layers the graph head memorizes CSQA's
+  # training questions (loss 0.05) and falls to 0.337 on dev
+  config.answer.graph_hidden = 32
+  config.answer.graph_layers = 2
   # KEAR: the k most similar training questions with their answers
   # (racer_jax/answer/similar_questions.py); on CSQA mostly the sibling
   # questions of the same source concept, so report it apart.

@@ -258,6 +258,7 @@ class Collaboration:
       out, per_row = self.graph.retrieve(batch, jax.random.fold_in(
           rng, turn), temperature=t, examples=examples)
       wants_evidence = getattr(self.answerer, "uses_evidence", False)
+      wants_graph = getattr(self.answerer, "uses_graph", False)
       requests, shown = [], []
       for b in active:
         ex = examples[index[b]]
@@ -274,6 +275,7 @@ class Collaboration:
             views if len(views) > 1 else None,
             evidence=choice_evidence(out, b, len(ex.choices))
             if wants_evidence else None, qid=ex.id,
+            paths=[list(ps) for ps in paths] if wants_graph else None,
             # the LLM is shown, as each choice's evidence, the walks that
             # reach it (a walk aimed at it that ended elsewhere says
             # nothing about it)

@@ -56,6 +56,9 @@ class AnswerRequest:
   # per choice, the walker's evidence (graph_agent.choice_evidence) for an
   # answer model that reads it (answer.evidence_workdir); None: not given
   evidence: list[dict] | None = None
+  # per choice, the refined paths as data, for an answer model that reads
+  # their graph (answer.graph_workdir); None: not given
+  paths: list[list] | None = None
   # the question's id (few-shot selection never shows a question itself)
   qid: str | None = None
   # per choice, the TemplateAgent's memory-aware lines (templates.
@@ -100,6 +103,7 @@ class LocalAnswerer:
     self.uses_evidence = bool(config.answer.get("evidence_workdir", ""))
     self.evidence_choice_head = bool(config.answer.get(
         "evidence_choice_head", False))
+    self.uses_graph = bool(config.answer.get("graph_workdir", ""))
     self.num_choices = config.batch.num_choices
     self.batch_size = batch_size
 
@@ -108,7 +112,7 @@ class LocalAnswerer:
     if self.kind == "frozen_head":
       return head_probs(self._model, self._params, self._encoder, requests,
                         self.num_choices, self.uses_evidence,
-                        self.evidence_choice_head)
+                        self.evidence_choice_head, self.uses_graph)
     tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
               for r in requests]
     data = cross_encoder_step.AnswerData(
@@ -153,7 +157,7 @@ def ensemble_probs(member_probs: list[np.ndarray]) -> np.ndarray:
 KNOWLEDGE_FIELDS = (
     "answer.knowledge_workdir", "answer.paths_per_choice",
     "answer.max_sentences", "answer.reached_only", "answer.choice_triples",
-    "answer.evidence_workdir",
+    "answer.evidence_workdir", "answer.graph_workdir",
     "answer.similar_questions", "use_openbook", "openbook.facts_per_choice",
     "batch.num_choices")
 # The part of it that is text put before the graph's triples
@@ -168,7 +172,7 @@ EXTRA_TEXT_FIELDS = ("answer.similar_questions", "use_openbook",
 # trained with (what the training code reads when the field is absent).
 ABSENT_MEANS = {"answer.reached_only": False, "answer.choice_triples": 0,
                 "answer.similar_questions": 0, "use_openbook": False,
-                "answer.evidence_workdir": ""}
+                "answer.evidence_workdir": "", "answer.graph_workdir": ""}
 
 
 def knowledge_setup(config) -> dict:
@@ -235,6 +239,7 @@ class EnsembleAnswerer:
     self.num_choices = members[0].num_choices
     self.uses_knowledge = members[0].uses_knowledge
     self.uses_evidence = getattr(members[0], "uses_evidence", False)
+    self.uses_graph = getattr(members[0], "uses_graph", False)
     self.step = [m.step for m in members]
     self.workdirs = [str(m.workdir) for m in members]
 

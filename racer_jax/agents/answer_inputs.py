@@ -111,6 +111,19 @@ def evidence_for(config, data_dir, splits, progress, log):
                           progress=progress, log=log, evidence=True)
 
 
+def graph_paths_for(config, data_dir, splits, progress, log):
+  """``{split: [Q][C] [RetrievedPath]}``: the refined paths the graph head
+  reads (``answer.graph_workdir``, its knowledge files, built once), or
+  None without one."""
+  a = config.answer
+  if not a.get("graph_workdir", ""):
+    return None
+  return ensure_knowledge(a.graph_workdir, data_dir, splits,
+                          keep=a.paths_per_choice,
+                          batch_size=config.eval.batch_size, seed=config.seed,
+                          progress=progress, log=log)
+
+
 def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
   """``{split: [Q][C] knowledge text}``: the training questions most like
   the question (``answer.similar_questions``; their index vectors cached in
@@ -163,7 +176,9 @@ def knowledge_sources(config) -> str:
            if a.get("choice_triples", 0) > 0 else "",
            f"paths from {a.knowledge_workdir}" if a.knowledge_workdir else "",
            f"walker evidence from {a.evidence_workdir}"
-           if a.get("evidence_workdir", "") else ""]
+           if a.get("evidence_workdir", "") else "",
+           f"the graph of the paths from {a.graph_workdir}"
+           if a.get("graph_workdir", "") else ""]
   return ", ".join(p for p in parts if p)
 
 

@@ -26,16 +26,21 @@ def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
   critic's support and the answer's evidence, not the answerer's input)."""
   trained = config.answer.knowledge_workdir
   extra = agents.get("retrieval_workdir", "")
-  evidence = config.answer.get("evidence_workdir", "")
-  if evidence:
-    # the answerer reads the walker's evidence of this run: the loop's
-    # GraphAgent must be that run, so re-exploration gives it new evidence
-    for other, name in ((trained, "answer.knowledge_workdir"),
-                        (extra, "agents.retrieval_workdir")):
-      if other and Path(other).resolve() != Path(evidence).resolve():
-        raise ValueError(f"{workdir} reads the walker evidence of "
-                         f"{evidence}; {name}={other} is another run")
-    return evidence, bool(trained)
+  read = [(name, run) for name, run in (
+      ("answer.evidence_workdir", config.answer.get("evidence_workdir", "")),
+      ("answer.graph_workdir", config.answer.get("graph_workdir", "")))
+          if run]
+  if read:
+    # the answerer reads this run's walker evidence or its paths' graph:
+    # the loop's GraphAgent must be that run, so re-exploration gives it
+    # new evidence and new paths
+    (what, run), others = read[0], read[1:]
+    for name, other in (("answer.knowledge_workdir", trained),
+                        ("agents.retrieval_workdir", extra), *others):
+      if other and Path(other).resolve() != Path(run).resolve():
+        raise ValueError(f"{workdir} reads the run in {what}={run}; "
+                         f"{name}={other} is another run")
+    return run, bool(trained)
   if trained and extra and Path(extra).resolve() != Path(trained).resolve():
     raise ValueError(
         f"{workdir} was trained on the paths of {trained}; "

@@ -13,6 +13,9 @@ With ``answer.evidence_workdir`` each choice also gets the whole-graph
 walker's evidence as :data:`EVIDENCE_DIM` numbers (:func:`evidence_features`:
 reach frequency, best reaching log-probability, refiner score, each also
 relative to the question's best choice), concatenated to the MLP's input.
+With ``answer.graph_workdir`` each choice also gets the readout of
+:class:`racer_jax.answer.graph_head.PathGraphEncoder` over the question's
+graph of refined paths (QA-GNN's joint graph), trained with the head.
 """
 
 from __future__ import annotations
@@ -21,15 +24,27 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
+from racer_jax.answer import graph_head
+
 
 class ChoiceHead(nn.Module):
   hidden: int = 256
   dropout: float = 0.1
+  # with a graph: the graph encoder's width and depth
+  graph_hidden: int = 128
+  graph_layers: int = 3
 
   @nn.compact
-  def __call__(self, q, c, k, e=None, deterministic: bool = True):
-    """q: [B, d]; c, k: [B, C, d]; e: [B, C, EVIDENCE_DIM] or None ->
+  def __call__(self, q, c, k, e=None, deterministic: bool = True,
+               graph=None):
+    """q: [B, d]; c, k: [B, C, d]; e: [B, C, EVIDENCE_DIM] or None; graph:
+    :meth:`racer_jax.answer.path_graph.PathGraphs.take` arrays or None ->
     scores [B, C]."""
+    if graph is not None:  # the paths' graph, read the QA-GNN way
+      g = graph_head.PathGraphEncoder(
+          self.graph_hidden, self.graph_layers, self.dropout,
+          name="graph")(graph, q, c, deterministic)
+      e = g if e is None else jnp.concatenate([e, g], -1)
     q = jnp.broadcast_to(q[:, None], c.shape)
     sims = jnp.stack([jnp.sum(q * c, -1), jnp.sum(c * k, -1),
                       jnp.sum(q * k, -1)], axis=-1)
@@ -40,12 +55,14 @@ class ChoiceHead(nn.Module):
     return nn.Dense(1, name="score")(x)[..., 0]
 
 
-def head_logits(model: ChoiceHead, params, features, choice_mask, rng=None):
+def head_logits(model: ChoiceHead, params, features, choice_mask, rng=None,
+                graph=None):
   """features: ``(q [B, d], c [B, C, d], k [B, C, d])``, optionally with
-  ``e [B, C, EVIDENCE_DIM]`` -> [B, C] with padded choices at -1e9."""
+  ``e [B, C, EVIDENCE_DIM]``; graph: the paths' graph arrays or None ->
+  [B, C] with padded choices at -1e9."""
   q, c, k, *e = features
   scores = model.apply({"params": params}, q, c, k, e[0] if e else None,
-                       deterministic=rng is None,
+                       deterministic=rng is None, graph=graph,
                        rngs=None if rng is None else {"dropout": rng})
   return jnp.where(choice_mask, scores, -1e9)
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from racer_jax.answer import choice_head
+from racer_jax.answer import choice_head, path_graph
 from racer_jax.memory import edge_memory
 from racer_jax.rl import walker_update as train_lib
 
@@ -44,7 +44,9 @@ def cached_features(path: Path, encoder, examples, knowledge, num_choices):
 
 def create_state(config, dim: int, num_steps: int):
   a = config.answer
-  model = choice_head.ChoiceHead(hidden=a.head_hidden, dropout=a.dropout)
+  model = choice_head.ChoiceHead(hidden=a.head_hidden, dropout=a.dropout,
+                                 graph_hidden=a.get("graph_hidden", 128),
+                                 graph_layers=a.get("graph_layers", 3))
   schedule = optax.warmup_cosine_decay_schedule(
       0.0, a.head_learning_rate, max(1, num_steps // 10), max(num_steps, 2))
   optimizer = optax.adamw(schedule, weight_decay=a.weight_decay)
@@ -53,8 +55,14 @@ def create_state(config, dim: int, num_steps: int):
   e = (jnp.zeros((1, 1, choice_head.evidence_dim(
       a.get("evidence_choice_head", False))))
        if a.get("evidence_workdir", "") else None)
-  params = model.init(jax.random.fold_in(rng, 0x4ead), z, z[:, None],
-                      z[:, None], e)["params"]
+  c = config.batch.num_choices
+  graph = (path_graph.empty(c, dim).take([0])
+           if a.get("graph_workdir", "") else None)
+  zc = jnp.zeros((1, c, dim))
+  if e is not None:
+    e = jnp.broadcast_to(e, (1, c, e.shape[-1]))
+  params = model.init(jax.random.fold_in(rng, 0x4ead), z, zc, zc, e,
+                      graph=graph)["params"]
   state = train_lib.TrainState(params=params, opt_state=optimizer.init(params),
                                step=jnp.zeros((), jnp.int32), rng=rng,
                                memory=edge_memory.empty(1))  # unused
@@ -63,10 +71,12 @@ def create_state(config, dim: int, num_steps: int):
 
 def head_probs(model, params, encoder, requests, num_choices,
                uses_evidence: bool = False,
-               evidence_choice_head: bool = False) -> np.ndarray:
+               evidence_choice_head: bool = False,
+               uses_graph: bool = False) -> np.ndarray:
   """Choice probabilities [Q, num_choices] for AnswerRequests (with
   ``uses_evidence``, each must carry its walker ``evidence``, with the
-  refiner's choice-head probabilities when ``evidence_choice_head``)."""
+  refiner's choice-head probabilities when ``evidence_choice_head``; with
+  ``uses_graph``, its refined ``paths``)."""
   q, c, k, mask = choice_head.encode_features(
       encoder, [r.question for r in requests], [r.choices for r in requests],
       [r.knowledge or [""] * len(r.choices) for r in requests], num_choices)
@@ -77,5 +87,13 @@ def head_probs(model, params, encoder, requests, num_choices,
                        "(answer.evidence_workdir) but a request has none")
     features += (choice_head.evidence_features(
         [r.evidence for r in requests], num_choices, evidence_choice_head),)
-  logits = choice_head.head_logits(model, params, features, mask)
+  graph = None
+  if uses_graph:
+    if any(r.paths is None for r in requests):
+      raise ValueError("this answer run reads the paths' graph "
+                       "(answer.graph_workdir) but a request has no paths")
+    graph = path_graph.build([r.paths for r in requests], num_choices,
+                             encoder).take(np.arange(len(requests)))
+  logits = choice_head.head_logits(model, params, features, mask,
+                                   graph=graph)
   return np.asarray(jax.nn.softmax(logits, -1))

@@ -54,10 +54,14 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   shown = knowledge[split] if knowledge else None
   evidence = answer_inputs.evidence_for(config, data_dir, [split], progress,
                                         log)
+  graph_paths = answer_inputs.graph_paths_for(config, data_dir, [split],
+                                             progress, log)
   examples = cross_encoder_step.load_examples(config, data_dir, split)
   requests = [AnswerRequest(e.stem, list(e.choices),
                             shown[i] if shown else None,
-                            evidence=evidence[split][i] if evidence else None)
+                            evidence=evidence[split][i] if evidence else None,
+                            paths=graph_paths[split][i] if graph_paths
+                            else None)
               for i, e in enumerate(examples)]
   probs = answerer.probs(requests)
   gold = np.array([-1 if e.answer_index is None else e.answer_index

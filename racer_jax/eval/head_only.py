@@ -17,9 +17,21 @@ def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
   """``{question id: right}`` of the answer model shown no knowledge, over
   the labeled questions."""
   views = len(getattr(answerer, "views", [None]))
+  # a model that reads the walker's evidence or the paths' graph is shown
+  # none: no walk toward any choice, no path
+  nothing = {"walks": 0, "reached": 0, "distinct": 0, "best_log_prob": None,
+             "best_score": None}
+  if getattr(answerer, "evidence_choice_head", False):
+    nothing["choice_prob"] = 0.0
+  evidence = getattr(answerer, "uses_evidence", False)
+  graph = getattr(answerer, "uses_graph", False)
   requests = [AnswerRequest(e.stem, list(e.choices), [""] * len(e.choices),
                             [[""] * len(e.choices)] * views if views > 1
-                            else None) for e in examples]
+                            else None,
+                            evidence=[dict(nothing) for _ in e.choices]
+                            if evidence else None,
+                            paths=[[] for _ in e.choices] if graph else None)
+              for e in examples]
   prediction = np.argmax(answerer.probs(requests), -1)
   return {e.id: bool(p == e.answer_index)
           for e, p in zip(examples, prediction) if e.answer_index is not None}

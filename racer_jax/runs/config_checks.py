@@ -31,7 +31,8 @@ _INT_AT_LEAST = {
     "agents.max_turns": 1, "agents.memory_train_questions": 0,
     "agents.max_output_tokens": 1, "agents.thinking_budget": -1,
     "agents.attempts": 1, "agents.max_concurrency": 1,
-    "openbook.facts_per_choice": 0,
+    "openbook.facts_per_choice": 0, "answer.graph_hidden": 1,
+    "answer.graph_layers": 1,
 }
 _FLOAT_RANGE = {
     "train.learning_rate": (0.0, None), "train.grad_clip": (0.0, None),
@@ -119,6 +120,12 @@ def check_config(config) -> None:
                       "head of the refiner run in answer.evidence_workdir; "
                       "set answer.evidence_workdir (and answer.model="
                       "frozen_head)")
+  graph = _get(config, "answer.graph_workdir")
+  if graph not in (_MISSING, "") and \
+      _get(config, "answer.model") != "frozen_head":
+    raise ConfigError(f"answer.graph_workdir={graph!r}: only the "
+                      "frozen_head answer model reads the paths' graph "
+                      "(set answer.model=frozen_head)")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

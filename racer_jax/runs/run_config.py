@@ -44,7 +44,8 @@ from racer_jax.errors import ConfigError
 
 
 RUN_PATHS = ("prep_dir", "refiner.walker_workdir", "answer.knowledge_workdir",
-             "answer.evidence_workdir", "agents.retrieval_workdir",
+             "answer.evidence_workdir", "answer.graph_workdir",
+             "agents.retrieval_workdir",
              "agents.hygrl_workdir")
 
 

@@ -3,7 +3,10 @@ head over frozen MiniLM vectors of question, choice and knowledge
 (:mod:`racer_jax.answer.choice_head`). Same data, knowledge and evaluation as
 the cross-encoder stage; the vectors are encoded once and cached in the
 workdir. With ``answer.evidence_workdir`` the head also reads each choice's
-whole-graph walker evidence (:func:`choice_head.evidence_features`)."""
+whole-graph walker evidence (:func:`choice_head.evidence_features`); with
+``answer.graph_workdir`` the graph of the refined paths
+(:mod:`racer_jax.answer.path_graph`, read by
+:mod:`racer_jax.answer.graph_head`), built once and cached in the workdir."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from racer_jax.answer import choice_head
+from racer_jax.answer import choice_head, path_graph
 from racer_jax.answer.choice_head_step import cached_features, create_state
 from racer_jax.data import datasets, qa, validation
 from racer_jax.rl import walker_update as train_lib
@@ -25,16 +28,18 @@ from racer_jax.text.minilm import MiniLMEncoder
 
 
 def train(config, data_dir, workdir, *, knowledge, evidence=None,
-          progress: bool = True, log: Callable[[str], None] = print,
+          graph_paths=None, progress: bool = True,
+          log: Callable[[str], None] = print,
           stop_after: int | None = None) -> tuple[dict, bool]:
   """``(last logged metrics, every update done)``. ``knowledge``: ``{split:
   [Q][C] text}`` or None; ``evidence``: ``{split: [Q][C] choice_evidence}``
-  (with ``answer.evidence_workdir``) or None."""
+  (with ``answer.evidence_workdir``) or None; ``graph_paths``: ``{split:
+  [Q][C] [RetrievedPath]}`` (with ``answer.graph_workdir``) or None."""
   workdir = Path(workdir)
   a, t = config.answer, config.train
   encoder = MiniLMEncoder(config.text.model_dir or None)
   c = config.batch.num_choices
-  feats, gold = {}, {}
+  feats, gold, graphs = {}, {}, {}
   for split in {t.split, config.eval.split}:
     path = datasets.split_path(config, split,
                                datasets.resolve_data_dir(data_dir))
@@ -46,6 +51,9 @@ def train(config, data_dir, workdir, *, knowledge, evidence=None,
       feats[split] = feats[split][:3] + (choice_head.evidence_features(
           evidence[split], c, a.get("evidence_choice_head", False)),
                                           ) + feats[split][3:]
+    if graph_paths is not None:
+      graphs[split] = path_graph.cached_graphs(
+          workdir / f"graph.{split}.npz", graph_paths[split], c, encoder)
     gold[split] = np.array([-1 if e.answer_index is None else
                             e.answer_index for e in examples], np.int32)
   *inputs, mask = feats[t.split]
@@ -64,13 +72,16 @@ def train(config, data_dir, workdir, *, knowledge, evidence=None,
   log(f"frozen-head answer model: {n} questions ({len(val_rows)} held out "
       f"for validation), {total} updates of {bs}")
 
+  def graph_of(split, rows):
+    return graphs[split].take(rows) if graphs else None
+
   @jax.jit
-  def step_fn(state, features, choice_mask, gold_b):
+  def step_fn(state, features, choice_mask, gold_b, graph):
     rng = jax.random.fold_in(state.rng, state.step)
 
     def loss_of(params):
       logits = choice_head.head_logits(model, params, features, choice_mask,
-                                       rng)
+                                       rng, graph=graph)
       ce = optax.softmax_cross_entropy_with_integer_labels(
           logits, jnp.maximum(gold_b, 0))
       keep = gold_b >= 0
@@ -90,14 +101,19 @@ def train(config, data_dir, workdir, *, knowledge, evidence=None,
           jax.random.fold_in(jax.random.PRNGKey(config.seed), epoch), n))
     rows = train_rows[orders[epoch][i * bs:(i + 1) * bs]]
     g = gold[t.split][rows]
-    return step_fn(state, tuple(x[rows] for x in inputs), mask[rows], g)
+    return step_fn(state, tuple(x[rows] for x in inputs), mask[rows], g,
+                   graph_of(t.split, rows))
 
-  forward = jax.jit(lambda p, f, m: jax.nn.softmax(
-      choice_head.head_logits(model, p, f, m), -1))
+  forward = jax.jit(lambda p, f, m, graph: jax.nn.softmax(
+      choice_head.head_logits(model, p, f, m, graph=graph), -1))
 
   def accuracy_on(params, split, rows=None):
     *ins, em = (x if rows is None else x[rows] for x in feats[split])
-    probs = np.asarray(forward(params, tuple(ins), em))
+    every = np.arange(len(em)) if rows is None else rows
+    probs = np.concatenate([np.asarray(forward(
+        params, tuple(x[i:i + 512] for x in ins), em[i:i + 512],
+        graph_of(split, every[i:i + 512])))
+                            for i in range(0, len(em), 512)])
     g = gold[split] if rows is None else gold[split][rows]
     keep = g >= 0
     return float(np.mean(np.argmax(probs[keep], -1) == g[keep]))

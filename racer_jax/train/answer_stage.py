@@ -74,8 +74,11 @@ def _train_model(config, data_dir, workdir, *, progress, log, stop_after):
                               progress, log, cache_dir=workdir)
     evidence = answer_inputs.evidence_for(config, data_dir,
                                           [t.split, eval_split], progress, log)
+    graph_paths = answer_inputs.graph_paths_for(
+        config, data_dir, [t.split, eval_split], progress, log)
     return answer_head_stage.train(config, data_dir, workdir,
                                    knowledge=knowledge, evidence=evidence,
+                                   graph_paths=graph_paths,
                                    progress=progress,
                                    log=log, stop_after=stop_after)
   if a.get("model", "cross_encoder") != "cross_encoder":

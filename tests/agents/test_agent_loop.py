@@ -456,3 +456,13 @@ def test_retrieval_of_an_answer_run():
     retrieval_of(ev("", "/e"), agents("/x"), "w")
   with pytest.raises(ValueError, match="answer.knowledge_workdir=/r"):
     retrieval_of(ev("/r", "/e"), agents(""), "w")
+  # so does one reading the graph of that run's paths, and both must agree
+  graph = lambda k, e, g: ml_collections.ConfigDict({"answer": {
+      "knowledge_workdir": k, "evidence_workdir": e, "graph_workdir": g}})
+  assert retrieval_of(graph("", "", "/g"), agents(""), "w") == ("/g", False)
+  assert retrieval_of(graph("/g", "/g", "/g"), agents(""), "w") == ("/g",
+                                                                   True)
+  with pytest.raises(ValueError, match="answer.graph_workdir=/g is another"):
+    retrieval_of(graph("", "/e", "/g"), agents(""), "w")
+  with pytest.raises(ValueError, match="answer.knowledge_workdir=/r"):
+    retrieval_of(graph("/r", "", "/g"), agents(""), "w")

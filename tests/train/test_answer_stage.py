@@ -180,3 +180,46 @@ def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path,
   assert a.probs != b.probs  # the evidence is read
   with pytest.raises(ValueError, match="reads the walker's evidence"):
     answerer.answer_many([AnswerRequest("q", ["a", "b"], ["", ""])])
+
+
+@pytest.mark.slow  # encodes and trains
+def test_frozen_head_reads_the_paths_graph(retrieval_runs, tmp_path):
+  """``answer.graph_workdir``: the head trains with the graph encoder over
+  each question's refined paths (no path text), the loop's stack retrieves
+  from that run (k' and the critic calibrated through it), evaluation from
+  the checkpoint reproduces the training figure, and the paths are read."""
+  from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
+  from racer_jax.answer.path_text import RetrievedPath, Triple
+  from racer_jax.eval import answer_eval
+  _, _, refiner_dir = retrieval_runs
+  workdir = _train_head(retrieval_runs, tmp_path / "graph", log_every=1,
+                        graph_workdir=str(refiner_dir), head_epochs=5.0)
+  assert (workdir / "graph.train.npz").exists()
+  config = train_answer_config(workdir)
+  assert run_config.chosen(config, "refiner_top_k_chosen") is not None
+  answerer = LocalAnswerer(workdir)
+  assert answerer.uses_graph and not answerer.uses_knowledge
+  assert "graph" in answerer._params
+  figures = answer_eval.evaluate(config, None, workdir, **QUIET)
+  trained = [json.loads(x) for x in
+             (workdir / "metrics.jsonl").read_text().splitlines()
+             if "eval/accuracy" in x][-1]["eval/accuracy"]
+  assert figures["accuracy"] == pytest.approx(trained)
+  found = [RetrievedPath([Triple("bird", "atlocation", "nest")], 0.9, True,
+                         True)]
+  astray = [RetrievedPath([Triple("bird", "relatedto", "kitchen")], -0.5,
+                          False, True)]
+  request = AnswerRequest("Where does a bird live?", ["nest", "oven"],
+                          ["", ""], paths=[found, astray])
+  [a] = answerer.answer_many([request])
+  [b] = answerer.answer_many([AnswerRequest(
+      request.question, request.choices, ["", ""], paths=[astray, found])])
+  assert a.probs != b.probs  # the graph is read
+  with pytest.raises(ValueError, match="reads the paths' graph"):
+    answerer.answer_many([AnswerRequest("q", ["a", "b"], ["", ""])])
+  # shown no knowledge (the loop's head-only figure): a graph without paths
+  from racer_jax.answer import cross_encoder_step
+  from racer_jax.eval.head_only import head_only_correct
+  examples = cross_encoder_step.load_examples(config, None, "dev")
+  alone = head_only_correct(answerer, examples)
+  assert len(alone) == sum(e.answer_index is not None for e in examples)

@@ -123,6 +123,8 @@ def calibrate_after_training(config, data_dir, workdir, *,
   agents = ml_collections.ConfigDict(config.agents.to_dict())
   agents.backend = "local"
   if not (config.answer.knowledge_workdir or
+          config.answer.get("evidence_workdir", "") or
+          config.answer.get("graph_workdir", "") or
           agents.get("retrieval_workdir", "")):
     log("critic calibration: this answer run names no retrieval run; an "
         "evaluation with --retrieval_workdir calibrates it on the "
@@ -136,11 +138,13 @@ def calibrate_after_training(config, data_dir, workdir, *,
                      progress=progress, log=log)
   # k' first: the memory pass and the critic then see the paths evaluations
   # will show
-  paths_choice.choose(stack, progress=progress, log=log)
+  chosen = paths_choice.choose(stack, progress=progress, log=log)
   if agents.get("memory_from_train", False) and stack.train_memory is None:
     preliminary = fit_critic(stack, progress=progress, log=log)
     memory_pass.build_train_memory(
         stack, critic_lib.critic_of(preliminary),
         limit=int(agents.get("memory_train_questions", 0)),
         progress=progress, log=log)
+  elif chosen is not None:
+    paths_choice.share_chosen_pass(stack, chosen, log=log)
   return fit_critic(stack, progress=progress, log=log)

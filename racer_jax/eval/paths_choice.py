@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Callable
 
 import numpy as np
@@ -52,9 +53,7 @@ def choose(stack: AgentStack, *, progress: bool = True,
   if not candidates or not stack.config.answer.get("validation_fraction",
                                                    0.0):
     return None
-  identity = dict(stack.calibration_identity(), candidates=list(candidates))
-  identity.pop("paths_per_choice")
-  folder = critic_lib.calibration_folder(stack.workdir, identity)
+  identity, folder = _choice_folder(stack, candidates)
   path = folder / CHOICE_FILE
   if path.is_file():
     record = json.loads(path.read_text())
@@ -90,6 +89,43 @@ def choose(stack: AgentStack, *, progress: bool = True,
       f"{k}: {a:.3f}" for k, a in accuracy.items()) + f" -> {best}")
   _use(stack, record)
   return record
+
+
+def _choice_folder(stack: AgentStack, candidates):
+  """``(identity, folder)`` of the choice among ``candidates``: the setup
+  without the paths per choice."""
+  identity = dict(stack.calibration_identity(), candidates=list(candidates))
+  identity.pop("paths_per_choice")
+  return identity, critic_lib.calibration_folder(stack.workdir, identity)
+
+
+def share_chosen_pass(stack: AgentStack, record: dict,
+                      log: Callable[[str], None] = print) -> bool:
+  """Gives the critic's calibration (:func:`racer_jax.eval.calibration.
+  fit_critic`) the chosen k''s validation pass, which is the same
+  computation (one round, local models, every answer accepted, same seed
+  and batches), so it is not run twice. Only when the stack uses the
+  chosen k' and the memory is as it was for the choice (no memory pass in
+  between). Returns whether the pass was shared."""
+  k = int(record["refiner_top_k_chosen"])
+  if stack.keep != k:
+    return False
+  _, folder = _choice_folder(stack, candidates_of(stack.config))
+  source = folder / f"validation.k{k}.jsonl"
+  target_folder = critic_lib.calibration_folder(
+      stack.workdir, stack.calibration_identity())
+  target = target_folder / "validation.jsonl"
+  if target.exists() or not source.is_file():
+    return False
+  target_folder.mkdir(parents=True, exist_ok=True)
+  for suffix in (".state.npz", ""):  # the records last: they mark the copy
+    src = source.with_name(source.name + suffix)
+    if src.is_file():
+      tmp = target.with_name(target.name + suffix + ".tmp")
+      shutil.copyfile(src, tmp)
+      os.replace(tmp, target.with_name(target.name + suffix))
+  log(f"critic calibration: reusing the k'={k} validation pass ({source})")
+  return True
 
 
 def _use(stack: AgentStack, record: dict) -> None:

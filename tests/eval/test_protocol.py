@@ -246,6 +246,11 @@ def test_k_prime_is_chosen_on_validation_and_used(answer_run, tmp_path):
         accuracy[k])
   dev_ids = {e.id for e in stack.split("dev").examples}
   assert not held & dev_ids
+  # the critic was fitted on the chosen k''s pass itself: the same
+  # computation, shared instead of run again
+  [critic_pass] = workdir.glob("calibration/*/validation.jsonl")
+  assert critic_pass.read_text() == (
+      record_file.parent / f"validation.k{chosen}.jsonl").read_text()
   # a run told to choose among (1,) alone chooses again, records and uses 1
   with saved.unlocked():
     saved.answer.paths_per_choice_candidates = (1,)

@@ -1,17 +1,21 @@
 """GraphDancer's explorer: an LLM walks the KG through the graph functions.
 
-Each question's transcript grows step by step: the model writes a
-``<think>/<graph>`` step, the function's result (or its error) is appended
-as ``<observation>…</observation>``, until it writes ``<answer>`` or the
-interaction limit is reached. A step that breaks the protocol ends the
-question (outcome ``invalid_protocol``). All active questions take their
-next step together (concurrent LLM calls).
+Each question's transcript grows step by step, as GraphDancer runs it: the
+model writes a ``<think>/<graph>`` step, the function's result (or its error)
+is appended as ``<information>…</information>``, until it writes
+``<answer>`` or the interaction limit is reached. A step that breaks the
+protocol is answered with an error in ``<information>`` and the episode goes
+on; only a failed LLM call (no reply to answer) ends the question (outcome
+``invalid_protocol``). All active questions take their next step together
+(concurrent LLM calls).
 
 Outcomes: ``correct``, ``unfinished`` (limit reached), ``invalid_protocol``,
-``other_wrong``. Metrics over a set of transcripts: valid-format rate
-(well-formed steps / steps), valid-call rate (calls that returned a result /
-calls), evidence hit (a gold concept appeared in an observation), calls per
-question and the outcome fractions.
+``other_wrong``. Metrics over a set of transcripts (GraphDancer's Tables 5,
+10 and 12): valid-format rate per question (every step of the transcript
+well formed), the same per step, valid-call rate (calls that returned a
+result / proposed calls), evidence hit per question (a gold concept appeared
+in the information returned), calls per question, the share unfinished at
+the interaction limit and the outcome fractions.
 """
 
 from __future__ import annotations
@@ -119,12 +123,21 @@ class Explorer:
     for t, reply in zip(active, replies):
       self.report.record(reply, "explorer")
       t.steps += 1
-      try:
-        step = parse_step(reply.text if reply.ok else None)
-      except ProtocolError as e:
-        t.errors.append(f"protocol: {e}" if reply.ok else
-                        f"llm: {reply.error}")
+      if not reply.ok:  # no reply to answer: the question ends
+        t.errors.append(f"llm: {reply.error}")
         t.outcome = "invalid_protocol"
+        continue
+      try:
+        step = parse_step(reply.text)
+      except ProtocolError as e:
+        # GraphDancer: the environment answers an invalid step with an
+        # error and the episode goes on to the interaction limit
+        t.errors.append(f"protocol: {e}")
+        t.text += (f"{reply.text.strip()}\n<information>Error: {e}. Reply "
+                   "with <think>...</think> then one <graph>Function[args]"
+                   "</graph> or <answer>...</answer>.</information>\n")
+        if t.steps >= self.max_interactions:
+          t.outcome = "unfinished"
         continue
       t.valid_steps += 1
       t.text += (f"<think>{step.think}</think>")
@@ -142,8 +155,8 @@ class Explorer:
         observation = f"Error: {e}"
         t.errors.append(f"tool: {e}")
       t.observations.append(observation)
-      t.text += f"<graph>{call}</graph>\n<observation>{observation}" \
-                "</observation>\n"
+      t.text += f"<graph>{call}</graph>\n<information>{observation}" \
+                "</information>\n"
       if t.steps >= self.max_interactions:
         t.outcome = "unfinished"
 
@@ -163,11 +176,14 @@ def metrics(transcripts: list[Transcript], gold_concepts=None) -> dict:
   calls = sum(t.calls for t in transcripts)
   outcomes = collections.Counter(t.outcome for t in transcripts)
   out = {"questions": len(transcripts),
-         "valid_format_rate": sum(t.valid_steps for t in transcripts) /
+         "valid_format_rate": sum(t.valid_steps == t.steps
+                                  for t in transcripts) / n,
+         "valid_step_rate": sum(t.valid_steps for t in transcripts) /
          max(steps, 1),
          "valid_call_rate": sum(t.valid_calls for t in transcripts) /
          max(calls, 1),
          "calls_per_question": calls / n,
+         "unfinished_at_limit": outcomes.get("unfinished", 0) / n,
          **{f"outcome_{k}": outcomes.get(k, 0) / n for k in OUTCOMES}}
   if gold_concepts is not None:
     hits = [bool(set(g) & ({e.tail for e in t.evidence} |

@@ -57,7 +57,7 @@ class Step:
     return self.answer is not None
 
 
-_TAG = r"</?(?:think|graph|answer|observation)>"
+_TAG = r"</?(?:think|graph|answer|information)>"
 _TEXT = rf"(?:(?!{_TAG}).)*"     # text holding no protocol tag
 _THINK = re.compile(r"\A\s*<think>(?P<think>.*?)</think>", re.DOTALL)
 _ACTION = re.compile(rf"\A\s*(?:<graph>(?P<graph>{_TEXT})</graph>|"

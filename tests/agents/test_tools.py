@@ -128,21 +128,30 @@ def test_explorer_outcomes_and_metrics(graph_tools, kind):
   assert bird.outcome == "correct" and bird.calls == 2
   assert bird.valid_calls == 2 and {e.tail for e in bird.evidence} == {
       "fly", "sing"}
-  assert "<observation>[" in bird.text
+  assert "<information>[" in bird.text
   dragon = by_q["Where is a dragon?"]
   assert dragon.outcome == "unfinished" and dragon.steps == 4
   assert dragon.calls == 4 and dragon.valid_calls == 3  # the error counts
   assert "Error: node 'dragon' does not exist" in dragon.observations[0]
-  assert by_q["Broken?"].outcome == "invalid_protocol"
+  # GraphDancer: a step that breaks the protocol is answered with an error
+  # and the episode goes on to the interaction limit
+  broken = by_q["Broken?"]
+  assert broken.outcome == "unfinished" and broken.steps == 4
+  assert broken.valid_steps == 0 and len(broken.errors) == 4
+  assert broken.text.count("<information>Error: ") == 4
+  assert "I think the answer is B" in broken.text
   assert by_q["Wrong?"].outcome == "other_wrong"
   m = explorer_lib.metrics(out, [["fly"], ["cave"], ["a"], ["fly"]])
-  assert m["outcome_correct"] == m["outcome_unfinished"] == 0.25
-  assert m["outcome_invalid_protocol"] == m["outcome_other_wrong"] == 0.25
-  assert m["valid_format_rate"] == pytest.approx(8 / 9)  # 9 steps, 1 bad
+  assert m["outcome_correct"] == m["outcome_other_wrong"] == 0.25
+  assert m["outcome_unfinished"] == m["unfinished_at_limit"] == 0.5
+  assert m["outcome_invalid_protocol"] == 0
+  # per question: every step of bird, dragon and wrong was well formed
+  assert m["valid_format_rate"] == 0.75
+  assert m["valid_step_rate"] == pytest.approx(8 / 12)  # 12 steps, 4 bad
   assert m["valid_call_rate"] == pytest.approx(5 / 6)
   assert m["calls_per_question"] == 1.5
   assert m["evidence_hit"] == 0.25  # only the bird saw its gold concept
-  assert ex.report.calls == 9
+  assert ex.report.calls == 12
 
 
 @pytest.mark.parametrize("kind", llm_stubs.KINDS)

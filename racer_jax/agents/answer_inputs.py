@@ -18,7 +18,8 @@ from typing import Callable
 import jax
 import tqdm
 
-from racer_jax.agents.graph_agent import GraphAgent, choice_evidence
+from racer_jax.agents.graph_agent import (NO_EVIDENCE, GraphAgent,
+                                          choice_evidence)
 from racer_jax.answer import choice_triples, openbook, similar_questions
 from racer_jax.answer.cross_encoder_step import load_examples
 from racer_jax.answer.knowledge_text import knowledge_file, load_evidence, load_split
@@ -59,9 +60,8 @@ def dump_split(agent: GraphAgent, split_data, path: Path, batch_size: int,
         for p in paths:
           stats["triples"] += len(p.triples)
           stats["verified_triples"] += len(p.triples) if p.verified else 0
-      none = {"walks": 0, "reached": 0, "distinct": 0,
-              "best_log_prob": None, "best_score": None}
-      seen = (evidence.get(index, []) + [none] * len(example.choices))[
+      seen = (evidence.get(index, []) +
+              [dict(NO_EVIDENCE) for _ in example.choices])[
           :len(example.choices)]
       f.write(json.dumps({"id": example.id, "choices": [
           [p.to_dict() for p in paths] for paths in choices],
@@ -98,30 +98,34 @@ def ensure_knowledge(refiner_workdir, data_dir, splits, *, keep: int,
                   ws.splits[s].examples) for s in splits}
 
 
+def _knowledge_of_run(config, field, data_dir, splits, progress, log,
+                      evidence=False):
+  """:func:`ensure_knowledge` of the refiner run named by
+  ``config.answer.<field>`` with the answer run's settings, or None when
+  the field is empty."""
+  a = config.answer
+  if not a.get(field, ""):
+    return None
+  return ensure_knowledge(a[field], data_dir, splits,
+                          keep=a.paths_per_choice,
+                          batch_size=config.eval.batch_size, seed=config.seed,
+                          progress=progress, log=log, evidence=evidence)
+
+
 def evidence_for(config, data_dir, splits, progress, log):
   """``{split: [Q][C] walker evidence}`` for an answer run's config from
   the refiner run in ``answer.evidence_workdir`` (its knowledge files,
   built once), or None without one."""
-  a = config.answer
-  if not a.get("evidence_workdir", ""):
-    return None
-  return ensure_knowledge(a.evidence_workdir, data_dir, splits,
-                          keep=a.paths_per_choice,
-                          batch_size=config.eval.batch_size, seed=config.seed,
-                          progress=progress, log=log, evidence=True)
+  return _knowledge_of_run(config, "evidence_workdir", data_dir, splits,
+                           progress, log, evidence=True)
 
 
 def graph_paths_for(config, data_dir, splits, progress, log):
   """``{split: [Q][C] [RetrievedPath]}``: the refined paths the graph head
   reads (``answer.graph_workdir``, its knowledge files, built once), or
   None without one."""
-  a = config.answer
-  if not a.get("graph_workdir", ""):
-    return None
-  return ensure_knowledge(a.graph_workdir, data_dir, splits,
-                          keep=a.paths_per_choice,
-                          batch_size=config.eval.batch_size, seed=config.seed,
-                          progress=progress, log=log)
+  return _knowledge_of_run(config, "graph_workdir", data_dir, splits,
+                           progress, log)
 
 
 def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):

@@ -69,6 +69,11 @@ def read_paths(kg, batch, out: dict, row: int, num_choices: int,
   return per_choice
 
 
+# the evidence of a choice nothing walked toward
+NO_EVIDENCE = {"walks": 0, "reached": 0, "distinct": 0, "best_log_prob": None,
+               "best_score": None}
+
+
 def choice_evidence(out: dict, row: int, num_choices: int) -> list[dict]:
   """One question's walker evidence per choice (host side), from the
   retriever's output ``out`` ([B, P] arrays, P = C · paths_per_choice):

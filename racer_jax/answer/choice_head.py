@@ -31,8 +31,8 @@ class ChoiceHead(nn.Module):
   hidden: int = 256
   dropout: float = 0.1
   # with a graph: the graph encoder's width and depth
-  graph_hidden: int = 128
-  graph_layers: int = 3
+  graph_hidden: int = 32
+  graph_layers: int = 2
 
   @nn.compact
   def __call__(self, q, c, k, e=None, deterministic: bool = True,

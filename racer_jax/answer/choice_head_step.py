@@ -45,8 +45,8 @@ def cached_features(path: Path, encoder, examples, knowledge, num_choices):
 def create_state(config, dim: int, num_steps: int):
   a = config.answer
   model = choice_head.ChoiceHead(hidden=a.head_hidden, dropout=a.dropout,
-                                 graph_hidden=a.get("graph_hidden", 128),
-                                 graph_layers=a.get("graph_layers", 3))
+                                 graph_hidden=a.get("graph_hidden", 32),
+                                 graph_layers=a.get("graph_layers", 2))
   schedule = optax.warmup_cosine_decay_schedule(
       0.0, a.head_learning_rate, max(1, num_steps // 10), max(num_steps, 2))
   optimizer = optax.adamw(schedule, weight_decay=a.weight_decay)

@@ -10,6 +10,7 @@ import numpy as np
 
 from racer_jax.agents.answer_agent import (AnswerRequest, EnsembleAnswerer,
                                            LocalAnswerer)
+from racer_jax.agents.graph_agent import NO_EVIDENCE
 from racer_jax.eval import paired
 
 
@@ -19,8 +20,7 @@ def head_only_correct(answerer: LocalAnswerer, examples) -> dict[str, bool]:
   views = len(getattr(answerer, "views", [None]))
   # a model that reads the walker's evidence or the paths' graph is shown
   # none: no walk toward any choice, no path
-  nothing = {"walks": 0, "reached": 0, "distinct": 0, "best_log_prob": None,
-             "best_score": None}
+  nothing = dict(NO_EVIDENCE)
   if getattr(answerer, "evidence_choice_head", False):
     nothing["choice_prob"] = 0.0
   evidence = getattr(answerer, "uses_evidence", False)

@@ -108,24 +108,21 @@ def check_config(config) -> None:
   if _get(config, "answer.validation_fraction") == 1.0:
     raise ConfigError("answer.validation_fraction=1.0: must be < 1 (the "
                       "answer stage needs training questions)")
+  for field, what in (("evidence_workdir", "the walker's evidence"),
+                      ("graph_workdir", "the paths' graph")):
+    run = _get(config, f"answer.{field}")
+    if run not in (_MISSING, "") and \
+        _get(config, "answer.model") != "frozen_head":
+      raise ConfigError(f"answer.{field}={run!r}: only the frozen_head "
+                        f"answer model reads {what} (set answer.model="
+                        "frozen_head)")
   evidence = _get(config, "answer.evidence_workdir")
-  if evidence not in (_MISSING, "") and \
-      _get(config, "answer.model") != "frozen_head":
-    raise ConfigError(f"answer.evidence_workdir={evidence!r}: only the "
-                      "frozen_head answer model reads the walker's evidence "
-                      "(set answer.model=frozen_head)")
   if _get(config, "answer.evidence_choice_head") is True and \
       evidence in (_MISSING, ""):
     raise ConfigError("answer.evidence_choice_head=True reads the choice "
                       "head of the refiner run in answer.evidence_workdir; "
                       "set answer.evidence_workdir (and answer.model="
                       "frozen_head)")
-  graph = _get(config, "answer.graph_workdir")
-  if graph not in (_MISSING, "") and \
-      _get(config, "answer.model") != "frozen_head":
-    raise ConfigError(f"answer.graph_workdir={graph!r}: only the "
-                      "frozen_head answer model reads the paths' graph "
-                      "(set answer.model=frozen_head)")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

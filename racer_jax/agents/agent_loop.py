@@ -80,6 +80,9 @@ class QuestionResult:
   # which LLM the agents used (backend, model, base_url, settings); None:
   # the local models alone
   llm_identity: dict | None = None
+  # agents.graph=explorer: per turn, the explorer's transcript summary
+  # (:func:`racer_jax.agents.explorer.summary`)
+  explorer: list[dict] | None = None
 
   @property
   def correct(self) -> bool | None:
@@ -203,7 +206,8 @@ class QuestionResult:
             "memory_label_updates": self.memory_label_updates,
             "unsure_rounds": self.unsure_rounds,
             "unsure_without_memory": self.unsure_without_memory,
-            "choice_concepts": self.choice_concepts, "rounds": rounds}
+            "choice_concepts": self.choice_concepts, "rounds": rounds,
+            **({"explorer": self.explorer} if self.explorer else {})}
 
 
 def support_of(paths: list[RetrievedPath]) -> float:
@@ -252,11 +256,15 @@ class Collaboration:
     history: dict[int, list[Round]] = {b: [] for b in rows}
     decided: dict[int, int] = {}
     unsure = {b: [0, 0] for b in rows}  # [rejected, not penalized]
+    explored: dict[int, list[dict]] = {b: [] for b in rows}
     active = list(rows)
     for turn in range(self.max_turns):
       t = self.graph.temperature + turn * self.temperature_step
       out, per_row = self.graph.retrieve(batch, jax.random.fold_in(
           rng, turn), temperature=t, examples=examples)
+      for b in active:
+        if b in (out or {}).get("explorer", {}):
+          explored[b].append(out["explorer"][b])
       wants_evidence = getattr(self.answerer, "uses_evidence", False)
       wants_graph = getattr(self.answerer, "uses_graph", False)
       requests, shown = [], []
@@ -321,7 +329,8 @@ class Collaboration:
                               ex.answer_index, choice, conf, b in decided,
                               turn, rounds, llm_identity=self.llm_identity,
                               unsure_rounds=unsure[b][0],
-                              unsure_without_memory=unsure[b][1])
+                              unsure_without_memory=unsure[b][1],
+                              explorer=explored[b] or None)
       if self.learn_from_labels and ex.answer_index is not None:
         result.memory_label_updates = self.graph.record(
             result.evidence, edge_memory.SUCCESS if result.correct

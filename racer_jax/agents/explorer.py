@@ -193,6 +193,19 @@ def metrics(transcripts: list[Transcript], gold_concepts=None) -> dict:
   return out
 
 
+def summary(t: Transcript) -> dict:
+  """What a question's record keeps of its transcript: the counts behind
+  :func:`metrics`, the outcome, the explorer's own answer (and the choice
+  it names) and the concepts of the information it was shown."""
+  return {"steps": t.steps, "valid_steps": t.valid_steps, "calls": t.calls,
+          "valid_calls": t.valid_calls, "outcome": t.outcome,
+          "answer": t.answer,
+          "answer_choice": (match_choice(t.answer, t.choices)
+                            if t.answer is not None and t.choices else None),
+          "evidence_concepts": sorted({e.head for e in t.evidence} |
+                                      {e.tail for e in t.evidence})}
+
+
 class ExplorerGraphAgent:
   """The explorer in the GraphAgent's place (``agents.graph=explorer``):
   each question is explored by the LLM, and the neighbour triples it saw
@@ -241,4 +254,6 @@ class ExplorerGraphAgent:
                 self.kg.has_edge(tr.head, tr.relation, tr.tail)))
         per_choice.append(paths)
       out[b] = per_choice
-    return {"transcripts": transcripts}, out
+    return {"transcripts": transcripts,
+            "explorer": {b: summary(t) for b, t in zip(rows, transcripts)}
+            }, out

@@ -36,7 +36,10 @@ SETTING_FIELDS = {"temperature": float, "max_output_tokens": int,
                   "reasoning_effort": str, "structured_output": str,
                   "timeout_s": float, "attempts": int,
                   "max_concurrency": int, "min_llm_answered": float,
-                  "show_paths": bool}
+                  "show_paths": bool,
+                  # GraphDancer's explorer in the GraphAgent's seat (an LLM
+                  # role, chosen when evaluating like the others)
+                  "graph": str, "max_interactions": int}
 
 
 def evaluation_agents(saved, *, backend: str | None = None,

@@ -73,7 +73,8 @@ HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
             "answer_concept_recall", "exact_match", "f1", "rouge_l",
             "accepted_fraction", "mean_turns", "llm_calls_per_question",
             "tokens_per_question", "thinking_tokens_per_question",
-            "llm_answered_fraction", "latency_p50_s", "latency_p95_s")
+            "llm_answered_fraction", "latency_p50_s", "latency_p95_s",
+            *metrics_lib.EXPLORER_KEYS)
 
 
 def evaluate(config, data_dir, workdir, *, split: str | None = None,

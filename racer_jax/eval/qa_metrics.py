@@ -132,6 +132,53 @@ def mean_of(values) -> float | None:
   return float(np.mean(vals)) if vals else None
 
 
+def explorer_metrics(records: list[dict]) -> dict:
+  """GraphDancer's figures of the explorer's first episode per question
+  (``agents.graph=explorer``; empty otherwise): valid-format rate per
+  question (every step well formed), per step, valid-call rate per
+  proposed call, evidence hit per question (a concept of the gold choice
+  in the information returned), calls per question, the share unfinished
+  at the interaction limit, and the explorer's own answer scored
+  (accuracy: the choice it names; exact match and ROUGE-L of its text
+  against the gold choice's)."""
+  episodes = [(r, r["explorer"][0]) for r in records if r.get("explorer")]
+  if not episodes:
+    return {}
+  n = len(episodes)
+  steps = sum(e["steps"] for _, e in episodes)
+  calls = sum(e["calls"] for _, e in episodes)
+  labeled = [(r, e) for r, e in episodes if r["gold"] is not None]
+  golds = [[r["choices"][r["gold"]]] for r, _ in labeled]
+  answers = [e["answer"] or "" for _, e in labeled]
+  hits = [bool(set(e["evidence_concepts"]) & _gold_concepts(r))
+          for r, e in labeled if _gold_concepts(r) is not None]
+  return {
+      "explorer_questions": n,
+      "valid_format_rate": sum(e["valid_steps"] == e["steps"]
+                               for _, e in episodes) / n,
+      "valid_step_rate": sum(e["valid_steps"] for _, e in episodes) /
+                         max(steps, 1),
+      "valid_call_rate": sum(e["valid_calls"] for _, e in episodes) /
+                         max(calls, 1),
+      "calls_per_question": calls / n,
+      "unfinished_at_limit": sum(e["outcome"] == "unfinished"
+                                 for _, e in episodes) / n,
+      "evidence_hit_rate": mean_of(hits),
+      "explorer_accuracy": mean_of(e["answer_choice"] == r["gold"]
+                                   for r, e in labeled),
+      "explorer_exact_match": mean_of(best_over_golds(exact_match, a, g)
+                                      for a, g in zip(answers, golds)),
+      "explorer_rouge_l": mean_of(best_over_golds(rouge_l, a, g)
+                                  for a, g in zip(answers, golds)),
+  }
+
+
+EXPLORER_KEYS = ("valid_format_rate", "valid_step_rate", "valid_call_rate",
+                 "calls_per_question", "unfinished_at_limit",
+                 "evidence_hit_rate", "explorer_accuracy",
+                 "explorer_exact_match", "explorer_rouge_l")
+
+
 def question_metrics(records: list[dict]) -> dict:
   """Every per-question metric averaged over ``records`` (one pass of one
   seed). Keys with no labeled question are None."""
@@ -165,6 +212,7 @@ def question_metrics(records: list[dict]) -> dict:
                                        for r in records if r.get("llm")),
       "latency_p50_s": float(np.percentile(seconds, 50)),
       "latency_p95_s": float(np.percentile(seconds, 95)),
+      **explorer_metrics(records),
   }
 
 

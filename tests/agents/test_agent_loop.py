@@ -272,6 +272,17 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
     assert len(p.triples) == 1 and p.verified
     t = p.triples[0]
     assert kg.has_edge(t.head, t.relation, t.tail)
+  # the explorer's episodes reach the records and GraphDancer's figures
+  from racer_jax.eval import qa_metrics
+  figures = qa_metrics.question_metrics([r.to_dict() for r in results])
+  assert figures["explorer_questions"] == len(results)
+  assert figures["valid_format_rate"] == 1.0
+  assert figures["unfinished_at_limit"] == 0.0
+  assert figures["calls_per_question"] == pytest.approx(
+      sum(len(r.choices) for r in results) / len(results))
+  labeled = [r for r in results if r.gold is not None]
+  assert figures["explorer_accuracy"] == pytest.approx(
+      sum(r.gold == 0 for r in labeled) / len(labeled))
   with pytest.raises(ValueError, match="needs a text LLM"):
     build_graph_agent(agents, refiner_dir, demo_workspace, 2, None)
 

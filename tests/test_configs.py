@@ -6,7 +6,9 @@ import json
 import pytest
 
 
-@pytest.mark.parametrize("name", ["default", "csqa", "obqa", "demo", "test"])
+@pytest.mark.parametrize("name", ["default", "csqa", "obqa", "demo", "test",
+                                  "hygrl_2wiki", "hygrl_hotpotqa",
+                                  "hygrl_musique"])
 def test_config_builds_and_serializes(name):
   config = importlib.import_module(f"configs.{name}").get_config()
   data = json.loads(config.to_json())

@@ -40,6 +40,19 @@ Functions:
 Relations: {relations}. A name starting with _ is the inverse relation.
 When the question has choices, answer with the text of one choice."""
 
+PASSAGE_SYSTEM = """You answer questions by exploring a graph of Wikipedia
+passages and the entities they mention. Every reply is one step:
+<think>your reasoning</think> followed by exactly one of
+<graph>Function[arguments]</graph> or <answer>the answer</answer>.
+Functions:
+  RetrieveNode[keyword] - the node whose name best matches a keyword
+  NodeFeature[node, feature] - feature is name, text, degree or relations
+  NodeDegree[node, relation] - how many neighbours along a relation
+  NeighbourCheck[node, relation] - the neighbours along a relation
+Nodes: P:title is a passage (read it with NodeFeature[P:title, text]),
+E:title an entity. Relations: {relations}. A name starting with _ is the
+inverse relation. Answer with a short phrase."""
+
 OUTCOMES = ("correct", "unfinished", "invalid_protocol", "other_wrong")
 
 
@@ -94,12 +107,13 @@ def user_prompt(t: Transcript) -> str:
 
 class Explorer:
   def __init__(self, backend, tools: GraphTools, max_interactions: int = 8,
-               report: llm_usage.UsageReport | None = None):
+               report: llm_usage.UsageReport | None = None,
+               system: str = SYSTEM):
     self.backend = backend
     self.tools = tools
     self.max_interactions = max_interactions
     self.report = report or llm_usage.UsageReport()
-    self.system = SYSTEM.format(relations=", ".join(tools.kg.relations))
+    self.system = system.format(relations=", ".join(tools.kg.relations))
 
   def _finish(self, t: Transcript, answer: str):
     t.answer = answer

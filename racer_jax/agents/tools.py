@@ -203,3 +203,75 @@ class GraphTools:
     triples = self.neighbours(*args)
     names = ", ".join(t.tail for t in triples)
     return (f"[{names}]" if triples else "[] (no such neighbours)"), triples
+
+
+class PassageGraphTools(GraphTools):
+  """The same functions over a passage graph
+  (:mod:`racer_jax.kg.passage_graph`): nodes are ``P:title`` (passages)
+  and ``E:title`` (entities), named exactly or case-insensitively; a bare
+  title names the passage. ``NodeFeature[P:title, text]`` returns the
+  passage's text; ``RetrieveNode`` finds the exact name, else the node
+  whose name vector is closest to the keyword's (names only, without
+  ``encoder``: the shortest name sharing a word)."""
+
+  def __init__(self, kg, texts, encoder=None, name_emb=None,
+               max_neighbours: int = 15):
+    super().__init__(kg, encoder, name_emb, max_neighbours)
+    self.texts = texts
+    self._lower = {c.lower(): i for i, c in enumerate(kg.concepts)}
+
+  def _node(self, name: str) -> int:
+    key = name.strip()
+    for candidate in (key, f"P:{key}"):
+      c = self.kg.get_concept_id(candidate)
+      if c >= 0:
+        return c
+    for candidate in (key.lower(), f"p:{key.lower()}"):
+      if candidate in self._lower:
+        return self._lower[candidate]
+    raise ToolError(f"node {name!r} does not exist; use RetrieveNode"
+                    "[keyword] to find a node name")
+
+  def _word_index(self) -> dict[str, list[int]]:
+    if self._words is None:
+      words: dict[str, list[int]] = {}
+      for i, c in enumerate(self.kg.concepts):
+        for w in set(re.findall(r"\w+", c[2:].lower())):
+          words.setdefault(w, []).append(i)
+      self._words = words
+    return self._words
+
+  def retrieve_node(self, keyword: str) -> str:
+    key = keyword.strip()
+    if not key:
+      raise ToolError("RetrieveNode needs a keyword")
+    try:
+      return self.kg.concepts[self._node(key)]
+    except ToolError:
+      pass
+    index = self._word_index()
+    pool = sorted({i for w in re.findall(r"\w+", key.lower())
+                   for i in index.get(w, [])})
+    if self.encoder is None or self.concept_emb is None:
+      if not pool:
+        raise ToolError(f"no node matches {keyword!r}")
+      return min((self.kg.concepts[i] for i in pool), key=len)
+    q = self.encoder.encode([key])[0]
+    cand = np.asarray(pool) if pool else np.arange(len(self.kg.concepts))
+    scores = np.asarray(self.concept_emb)[cand] @ q
+    return self.kg.concepts[int(cand[int(np.argmax(scores))])]
+
+  def node_feature(self, node: str, feature: str) -> str:
+    f = feature.strip().lower()
+    if f == "text":
+      c = self._node(node)
+      if c >= len(self.texts):
+        raise ToolError(f"{self.kg.concepts[c]} is an entity; its passage "
+                        f"P:{self.kg.concepts[c][2:]} has the text")
+      return self.texts[c]
+    if f == "name":
+      return self.kg.concepts[self._node(node)]
+    if f in ("degree", "relations"):
+      return super().node_feature(node, f)
+    raise ToolError(f"feature {feature!r} does not exist; features: name, "
+                    "text, degree, relations")

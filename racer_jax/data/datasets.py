@@ -34,7 +34,7 @@ def resolve_data_dir(data_dir: str | None) -> Path | None:
   return Path(value).expanduser() if value else None
 
 
-def _need_dir(data_dir: Path | None, what: str) -> Path:
+def need_dir(data_dir: Path | None, what: str) -> Path:
   if data_dir is None:
     raise ConfigError(f"{what} needs a data directory: pass --data_dir or set "
                       "RACER_DATA_DIR (the demo config needs neither)")
@@ -59,7 +59,7 @@ def split_path(config, split: str, data_dir: Path | None) -> Path:
                         f"(has {sorted(SPLITS[dataset])})")
     rel = SPLITS[dataset][split]
     path = Path(rel) if dataset == "demo" else (
-        _need_dir(data_dir, f"dataset {dataset!r}") / rel)
+        need_dir(data_dir, f"dataset {dataset!r}") / rel)
   else:
     raise ConfigError(f"data.dataset={dataset!r}; expected one of "
                       f"{sorted(SPLITS) + ['jsonl']}")
@@ -74,7 +74,7 @@ def kg_paths(config, data_dir: Path | None) -> tuple[str, list[Path]]:
   if source == "demo":
     paths, fmt = [DEMO_DIR / "kg.tsv"], "triples"
   elif source == "cn100k":
-    base = _need_dir(data_dir, "kg.source='cn100k'") / "conceptnet" / "cn100k"
+    base = need_dir(data_dir, "kg.source='cn100k'") / "conceptnet" / "cn100k"
     paths, fmt = [base / f for f in config.kg.cn100k_files], "triples"
   elif source in ("assertions", "triples"):
     if not config.kg.path:

@@ -20,12 +20,14 @@ from racer_jax.errors import ConfigError
 from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, learning_curves,
-                            llm_figures, refiner_eval, report, retrieval_eval,
-                            walker_eval)
+                            llm_figures, multihop_eval, refiner_eval, report,
+                            retrieval_eval, walker_eval)
 
-KINDS = ("walker", "hygrl", "refiner", "agents", "answer_only", "compare")
-_CHECKPOINTED = ("walker", "hygrl", "refiner")
-_TRAINED = ("walker", "hygrl", "refiner", "agents", "answer_only")
+KINDS = ("walker", "hygrl", "multihop", "refiner", "agents", "answer_only",
+         "compare")
+_CHECKPOINTED = ("walker", "hygrl", "multihop", "refiner")
+_TRAINED = ("walker", "hygrl", "multihop", "refiner", "agents",
+            "answer_only")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,28 +63,32 @@ OPTIONS = (
            ("agents",)),
     Option("backend", "string", None, "The agents' LLM: local, gemini or "
            "openai (OpenAI or any OpenAI-compatible server; default: the "
-           "run's agents.backend).", ("agents",)),
+           "run's agents.backend).", ("agents", "multihop")),
     Option("model", "string", None, "The LLM's model name (default: the "
-           "run's agents.model; gemini: gemini-3.5-flash).", ("agents",)),
+           "run's agents.model; gemini: gemini-3.5-flash).",
+           ("agents", "multihop")),
     Option("base_url", "string", None, "The LLM's endpoint, e.g. "
            "http://127.0.0.1:8000/v1 for a vLLM or llama.cpp server.",
-           ("agents",)),
+           ("agents", "multihop")),
     Option("llm_setting", "list", [], "More agents.FIELD=VALUE for the "
            "LLM: temperature, max_output_tokens, thinking_budget, "
            "thinking_level, reasoning_effort, structured_output, timeout_s, "
-           "attempts, max_concurrency, min_llm_answered, show_paths.",
-           ("agents",)),
+           "attempts, max_concurrency, min_llm_answered, show_paths; "
+           "graph=explorer puts GraphDancer's explorer in the GraphAgent's "
+           "seat (max_interactions: its steps per question).",
+           ("agents", "multihop")),
     Option("require_llm", "bool", False, "Exit with an error (after saving "
            "the records) when the LLM gave fewer than "
            "agents.min_llm_answered of the answers.", ("agents",)),
     Option("api_key", "string", None, "API key (default: $GEMINI_API_KEY / "
            "$GOOGLE_API_KEY for gemini, $OPENAI_API_KEY for openai). Never "
-           "printed or written.", ("agents",)),
+           "printed or written.", ("agents", "multihop")),
     Option("retrieval_workdir", "string", None, "Answer runs trained "
            "without paths: the GraphAgent's refiner run.", ("agents",)),
-    Option("eval_file", "string", None, "Evaluate the agents on this jsonl "
-           "(CommonsenseQA/OpenBookQA format) instead of a split.",
-           ("agents",)),
+    Option("eval_file", "string", None, "Evaluate on this file instead of "
+           "a split: agents, a jsonl in CommonsenseQA/OpenBookQA format; "
+           "multi-hop HyGRL runs, questions of the run's corpus in its "
+           "question file's format.", ("agents", "multihop")),
     Option("seeds", "integer", None, "Evaluation seeds (default "
            "eval.seeds); headline numbers are mean ± std over them.",
            ("agents",)),
@@ -107,7 +113,8 @@ OPTIONS = (
     Option("dry_run", "bool", False, "With an LLM backend: build and count "
            "every prompt, send none (no key needed).", ("agents",)),
     Option("max_questions", "integer", 0, "Only the first N questions of "
-           "the split (0: all).", ("agents",)),
+           "the split (0: all); multi-hop runs: of the LLM's reader and "
+           "explorer.", ("agents", "multihop")),
     Option("compare", "list", [], "LABEL=DIR walker runs trained with "
            "train.eval_every: compare their learning speed instead of "
            "evaluating (table and curves go to --workdir).", ("compare",)),
@@ -139,7 +146,10 @@ def run_kind(config, options: dict) -> str:
     return "answer_only" if options.get("answer_only") else "agents"
   if stage == "refiner":
     return "refiner"
-  return "hygrl" if config.get("method", "racer") == "hygrl" else "walker"
+  method = config.get("method", "racer")
+  if method == "hygrl_multihop":
+    return "multihop"
+  return "hygrl" if method == "hygrl" else "walker"
 
 
 def refuse_inapplicable(kind: str, given) -> None:
@@ -210,6 +220,20 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
                                  split=o["split"],
                                  top_ks=[int(k) for k in o["top_ks"]],
                                  progress=progress)
+  if kind == "multihop":
+    agents = None
+    if o["backend"] or o["llm_setting"]:
+      agents = llm_backends.evaluation_agents(
+          config, backend=o["backend"], model=o["model"],
+          base_url=o["base_url"], settings=o["llm_setting"])
+      if agents.backend == "local":
+        raise ConfigError("the reader and explorer need an LLM: add "
+                          "--backend=gemini or --backend=openai")
+    return multihop_eval.evaluate(config, data_dir, workdir, step=o["step"],
+                                  split=o["split"], eval_file=o["eval_file"],
+                                  agents=agents, api_key=o["api_key"],
+                                  max_questions=o["max_questions"],
+                                  progress=progress)
   if kind == "hygrl":
     return retrieval_eval.evaluate(config, data_dir, workdir,
                                    step=o["step"], split=o["split"],

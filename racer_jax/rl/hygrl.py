@@ -48,6 +48,14 @@ class HyGRLConfig:
   scst_gamma: float = 1.0
   policy_choice: bool = True      # the policy sees "grounds a choice"
   heuristic_choice: bool = False  # the fusion has it as a fifth metric
+  # "embedding": the window's and candidates' vectors with the four
+  # metrics; "scores": HyGRL's (2L+1)-dim state-action vector of relevance
+  # scores (:func:`score_features`); "scores_heuristics": that and the
+  # four metrics.
+  policy_features: str = "embedding"
+  # SCST's reward: "sufficient" (a gold node connected to a seed in the
+  # retrieved subgraph) or "gold_recall" (share of gold nodes retrieved).
+  reward: str = "sufficient"
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -138,22 +146,64 @@ def heuristic_prob(theta, x: HyGRLInputs, in_sequence, frontier,
   return jnp.clip(s, 1e-6, 1.0 - 1e-6)
 
 
+def score_features(x: HyGRLInputs, window, in_sequence):
+  """HyGRL's state-action vector of relevance scores m (cosines of the
+  unit node and question vectors), window L = ``window.shape[0]``.
+
+  Returns ``(state [L, 1], action [N, L + 1])``: state_i = m(Q, n_i) for
+  the window's nodes n_1..n_L (most recent first), action(a) = (m(n_1, a),
+  .., m(n_L, a), m(Q ⊕ N_s, a)) with Q ⊕ N_s the question and the whole
+  sequence (:func:`heuristics.sequence_context`); zeros where |N_s| < L.
+  Together the 2L + 1 numbers the policy reads for candidate a.
+  """
+  valid = window >= 0
+  wv = jnp.where(valid[:, None], x.node_emb[jnp.maximum(window, 0)], 0.0)
+  hi = jax.lax.Precision.HIGHEST
+  state = jnp.where(valid, jnp.matmul(wv, x.query, precision=hi), 0.0)
+  pair = jnp.matmul(x.node_emb, wv.T, precision=hi)          # [N, L]
+  context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
+  joint = heuristics.semantic_scores(x.node_emb, context)
+  return state[:, None], jnp.concatenate([pair, joint[:, None]], axis=-1)
+
+
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,
-                  in_sequence, frontier, choice_feature: bool = True):
-  """float32 [N] policy logits of every node as a candidate."""
-  window_features = jnp.where((window >= 0)[:, None],
-                              x.node_emb[jnp.maximum(window, 0)], 0.0)
-  parts = [x.node_emb, candidate_metrics(x, in_sequence, frontier)]
+                  in_sequence, frontier, choice_feature: bool = True,
+                  features: str = "embedding"):
+  """float32 [N] policy logits of every node as a candidate
+  (``features``: :attr:`HyGRLConfig.policy_features`)."""
+  if features == "embedding":
+    window_features = jnp.where((window >= 0)[:, None],
+                                x.node_emb[jnp.maximum(window, 0)], 0.0)
+    parts = [x.node_emb, candidate_metrics(x, in_sequence, frontier)]
+  else:
+    window_features, action = score_features(x, window, in_sequence)
+    parts = [action]
+    if features == "scores_heuristics":
+      parts.append(candidate_metrics(x, in_sequence, frontier))
   if choice_feature:
     parts.append(x.choice[:, None].astype(x.node_emb.dtype))
   return policy.apply(params, window_features,
                       jnp.concatenate(parts, axis=-1))
 
 
+def feature_widths(embed_dim: int, window: int, choice_feature: bool,
+                   features: str) -> tuple[int, int]:
+  """(state row width, candidate width) of the policy's inputs."""
+  if features not in ("embedding", "scores", "scores_heuristics"):
+    raise ValueError(f"policy_features={features!r}; expected embedding, "
+                     "scores or scores_heuristics")
+  if features == "embedding":
+    return embed_dim, embed_dim + len(METRICS) + int(choice_feature)
+  extra = len(METRICS) if features == "scores_heuristics" else 0
+  return 1, window + 1 + extra + int(choice_feature)
+
+
 def init_hygrl_policy(policy: HyGRLPolicy, rng, embed_dim: int,
-                      window: int, choice_feature: bool = True):
-  width = embed_dim + len(METRICS) + int(choice_feature)
-  return policy.init(rng, jnp.zeros((window, embed_dim)),
+                      window: int, choice_feature: bool = True,
+                      features: str = "embedding"):
+  state_width, width = feature_widths(embed_dim, window, choice_feature,
+                                      features)
+  return policy.init(rng, jnp.zeros((window, state_width)),
                      jnp.zeros((2, width)))
 
 
@@ -164,7 +214,8 @@ def search(x: HyGRLInputs, cfg: HyGRLConfig, *, policy=None, params=None,
   if params is not None:
     params = jax.lax.stop_gradient(params)
     scorer = lambda w, s, f: policy_logits(policy, params, x, w, s, f,
-                                           cfg.policy_choice)
+                                           cfg.policy_choice,
+                                           cfg.policy_features)
     config = cfg.beam
   else:
     def scorer(w, s, f):
@@ -177,6 +228,10 @@ def search(x: HyGRLInputs, cfg: HyGRLConfig, *, policy=None, params=None,
 
 
 def _sufficient(x: HyGRLInputs, final, cfg: HyGRLConfig):
+  """The search's SCST reward (:attr:`HyGRLConfig.reward`)."""
+  if cfg.reward == "gold_recall":
+    return (jnp.sum(final.in_sequence & x.gold) /
+            jnp.maximum(jnp.sum(x.gold), 1)).astype(jnp.float32)
   return beam.sufficient(x.adj, final.in_sequence, x.seeds, x.gold,
                          cfg.beam.max_nodes + 1).astype(jnp.float32)
 
@@ -184,7 +239,7 @@ def _sufficient(x: HyGRLInputs, final, cfg: HyGRLConfig):
 def _trace_logits(policy, params, x, trace, cfg: HyGRLConfig):
   """Differentiable policy logits at every recorded state [D, N]."""
   return jax.vmap(lambda w, s, f: policy_logits(
-      policy, params, x, w, s, f, cfg.policy_choice))(
+      policy, params, x, w, s, f, cfg.policy_choice, cfg.policy_features))(
           trace.window, trace.in_sequence, trace.frontier)
 
 

@@ -136,7 +136,8 @@ def rl_loss(params, policy, x: HyGRLInputs, theta, rng, cfg: HyGRLConfig,
                 "reward_greedy": jnp.sum(r_g) / n}
 
 
-def make_rl_proposal(policy: HyGRLPolicy, cfg: HyGRLConfig):
+def make_rl_proposal(policy: HyGRLPolicy, cfg: HyGRLConfig,
+                     inputs_fn=hygrl_inputs):
   """``propose(state, batch, concept_emb, theta)`` -> what the RL update
   of this state and batch will search, for judging on the host:
   ``selected_sample`` / ``selected_greedy`` bool [B, N], the mentor pairs
@@ -146,7 +147,7 @@ def make_rl_proposal(policy: HyGRLPolicy, cfg: HyGRLConfig):
   ``offline_reward_sample`` / ``_greedy`` [B] (fallbacks), ``usable`` [B].
   Jitted."""
   def propose(state: TrainState, batch, concept_emb, theta):
-    x = hygrl_inputs(batch, concept_emb, cfg)
+    x = inputs_fn(batch, concept_emb, cfg)
     rng = jax.random.fold_in(state.rng, state.step)
     def one(x, k):
       out = _rl_search(state.params, policy, x, theta, k, cfg)
@@ -165,15 +166,19 @@ def make_rl_proposal(policy: HyGRLPolicy, cfg: HyGRLConfig):
 
 
 def make_hygrl_step(policy: HyGRLPolicy, optimizer, cfg: HyGRLConfig,
-                    stage: str, donate: bool = True, wrap=None):
+                    stage: str, donate: bool = True, wrap=None,
+                    inputs_fn=hygrl_inputs, pass_loss: bool = False):
   """``step(state, batch, concept_emb, theta, external=None)`` ->
   ``(state, metrics)`` for ``stage`` "imitation" or "rl"; one jitted
-  program with a NaN guard. ``external``: see :func:`rl_loss`."""
+  program with a NaN guard. ``external``: see :func:`rl_loss`.
+  ``inputs_fn(batch, table, cfg) -> HyGRLInputs`` (default: ConceptNet
+  GraphBatches); ``pass_loss``: the optimizer takes ``value=loss``
+  (:func:`stage_optimizer`'s plateau schedule)."""
   if stage not in ("imitation", "rl"):
     raise ValueError(f"stage must be imitation or rl, got {stage!r}")
 
   def step(state: TrainState, batch, concept_emb, theta, external=None):
-    x = hygrl_inputs(batch, concept_emb, cfg)
+    x = inputs_fn(batch, concept_emb, cfg)
     rng = jax.random.fold_in(state.rng, state.step)
     if stage == "imitation":
       fn = lambda p: imitation_loss(p, policy, x, theta, cfg)
@@ -181,9 +186,49 @@ def make_hygrl_step(policy: HyGRLPolicy, optimizer, cfg: HyGRLConfig,
       fn = lambda p: rl_loss(p, policy, x, theta, rng, cfg, external)
     (loss, metrics), grads = jax.value_and_grad(fn, has_aux=True)(
         state.params)
-    new_state, guard = apply_guarded(state, optimizer, loss, grads)
+    new_state, guard = apply_guarded(state, optimizer, loss, grads,
+                                     pass_loss=pass_loss)
     return new_state, dict(metrics, **guard)
 
   if wrap is not None:
     step = wrap(step)
   return jax.jit(step, donate_argnums=(0,) if donate else ())
+
+
+def stage_optimizer(imitation, rl, rl_from_step: int):
+  """One optimizer for both stages, as HyGRL trains them: updates before
+  ``rl_from_step`` go through ``imitation`` (e.g. AdamW with a plateau
+  schedule), later ones through ``rl`` (e.g. Adam); each keeps its own
+  state. ``update(..., value=loss)`` passes the loss to the imitation
+  chain (``optax.contrib.reduce_on_plateau`` reads it)."""
+  imitation = optax.with_extra_args_support(imitation)
+  rl = optax.with_extra_args_support(rl)
+
+  def init(params):
+    return (imitation.init(params), rl.init(params),
+            jnp.zeros((), jnp.int32))
+
+  def update(updates, state, params=None, **extra):
+    s_im, s_rl, count = state
+
+    def run_imitation(_):
+      u, s = imitation.update(updates, s_im, params, **extra)
+      return u, (s, s_rl, count + 1)
+
+    def run_rl(_):
+      u, s = rl.update(updates, s_rl, params, **extra)
+      return u, (s_im, s, count + 1)
+
+    return jax.lax.cond(count < rl_from_step, run_imitation, run_rl, None)
+
+  return optax.GradientTransformationExtraArgs(init, update)
+
+
+def plateau_lr_scale(opt_state) -> jax.Array:
+  """The current ``reduce_on_plateau`` scale inside a
+  :func:`stage_optimizer` state (1.0 when it has none)."""
+  for leaf in jax.tree.leaves(
+      opt_state[0], is_leaf=lambda s: hasattr(s, "plateau_count")):
+    if hasattr(leaf, "scale"):
+      return leaf.scale
+  return jnp.ones(())

@@ -150,11 +150,15 @@ def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
   return loss, (metrics, jax.lax.stop_gradient(paths))
 
 
-def apply_guarded(state: TrainState, optimizer, loss, grads):
+def apply_guarded(state: TrainState, optimizer, loss, grads,
+                  pass_loss: bool = False):
   """The optimizer step, unless the loss or gradient is not finite (then
   the parameters and optimizer state stay as they were). Returns the new
-  state and ``{"grad_norm", "finite"}`` (``finite`` 0 or 1)."""
-  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  state and ``{"grad_norm", "finite"}`` (``finite`` 0 or 1).
+  ``pass_loss``: call ``optimizer.update(..., value=loss)``."""
+  extra = {"value": loss} if pass_loss else {}
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params,
+                                        **extra)
   params = optax.apply_updates(state.params, updates)
   grad_norm = optax.tree.norm(grads)
   finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)

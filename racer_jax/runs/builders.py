@@ -158,7 +158,9 @@ def hygrl_config(config):
       # runs saved before these fields: the policy saw the choice signal,
       # the heuristic did not
       policy_choice=bool(h.get("policy_choice", True)),
-      heuristic_choice=bool(h.get("heuristic_choice", False)))
+      heuristic_choice=bool(h.get("heuristic_choice", False)),
+      policy_features=h.get("policy_features", "embedding"),
+      reward=h.get("reward", "sufficient"))
 
 
 def make_hygrl_policy(config):

@@ -55,8 +55,8 @@ _STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
                     "answer.epochs", "curriculum.ramp_fraction",
                     "curriculum.temperature"}
 _CHOICES = {
-    "train.stage": ("walker", "refiner", "answer"),
-    "method": ("racer", "hygrl"),
+    "train.stage": ("walker", "refiner", "answer", "hygrl_multihop"),
+    "method": ("racer", "hygrl", "hygrl_multihop"),
     "agents.backend": ("local", "gemini", "openai"),
     "agents.thinking_level": ("", "minimal", "low", "medium", "high"),
     "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),

@@ -2,8 +2,9 @@
 
 ``method`` picks the walker's family (``racer``: RACER's walker, the
 subgraph or the whole-graph one by ``walker.graph``; ``hygrl``: HyGRL's
-beam-search policy) and ``train.stage`` the stage (``walker``, ``refiner``,
-``answer``). Only the walker trains across several processes.
+beam-search policy on ConceptNet; ``hygrl_multihop``: HyGRL on a passage
+graph, its own setting) and ``train.stage`` the stage (``walker``,
+``refiner``, ``answer``). Only the walker trains across several processes.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import jax
 from racer_jax.errors import ConfigError
 from racer_jax.runs import workdir_lock
 from racer_jax.runs.config_checks import check_config
-from racer_jax.train import answer_stage, hygrl_stage, refiner_stage
-from racer_jax.train import walker_stage
+from racer_jax.train import answer_stage, hygrl_stage, multihop_stage
+from racer_jax.train import refiner_stage, walker_stage
 
-METHODS = {"racer": walker_stage.train, "hygrl": hygrl_stage.train}
+METHODS = {"racer": walker_stage.train, "hygrl": hygrl_stage.train,
+           "hygrl_multihop": multihop_stage.train}
 STAGES = ("walker", "refiner", "answer")
 
 

@@ -1,0 +1,19 @@
+"""HyGRL on the MuSiQue sample (100 questions over its own corpus, exact
+gold passages), run as configs/hygrl_2wiki.py runs 2WikiMultiHopQA: the
+same paper hyperparameters, a fixed quarter of the questions as dev.
+
+  python launch/train.py --config=configs/hygrl_musique.py \\
+      --data_dir=../shared/data --workdir=runs/hygrl_musique
+  python launch/evaluate.py --workdir=runs/hygrl_musique \
+      --data_dir=../shared/data
+"""
+
+from configs import hygrl_2wiki
+
+
+def get_config():
+  config = hygrl_2wiki.get_config()
+  config.multihop.dataset = "musique"
+  # about 80 training questions: epochs of one batch
+  config.hygrl.calibration_questions = 80
+  return config

@@ -1,0 +1,120 @@
+"""HyGRL on a passage graph (multi-hop QA): its inputs, fusion calibration
+and retrieval, as jitted programs over padded per-question graphs.
+
+A batch (host NumPy, leading axis B; built by
+:mod:`racer_jax.runs.multihop_workspace`) holds per question:
+
+* ``nodes`` int32 [B, N]: global node ids of the question's subgraph
+  (:func:`racer_jax.kg.passage_graph.question_subgraph`), -1 padding;
+* ``seeds`` bool [B, N]: the linked seed entities;
+* ``senders``, ``receivers`` int32 [B, E], ``edge_mask`` bool [B, E];
+* ``gold`` bool [B, N]: gold passages (training only: labels);
+* ``query`` float32 [B, d]: the question's unit vector;
+* ``example_mask`` bool [B]: a real row.
+
+The table passed with it is every node's unit vector [V, d]. The beam, the
+heuristics, the policy and the losses are :mod:`racer_jax.rl.hygrl`'s.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from racer_jax.graph import beam, heuristics, teacher
+from racer_jax.rl import hygrl
+from racer_jax.rl.hygrl import HyGRLConfig, HyGRLInputs
+
+BATCH_KEYS = ("nodes", "seeds", "senders", "receivers", "edge_mask", "gold",
+              "query", "example_mask")
+
+
+def passage_inputs(batch, node_vecs, cfg: HyGRLConfig) -> HyGRLInputs:
+  """:class:`HyGRLInputs` of a passage-graph batch (jittable)."""
+  nodes = batch["nodes"]
+  node_mask = nodes >= 0
+  node_emb = jnp.where(node_mask[..., None],
+                       node_vecs[jnp.maximum(nodes, 0)], 0.0)
+  seeds = batch["seeds"] & node_mask
+  gold = batch["gold"] & node_mask
+
+  def one(s, r, em, nm, sd, gd):
+    adj = heuristics.dense_adjacency(s, r, em, nm.shape[0])
+    ppr = heuristics.personalized_pagerank(
+        s, r, em, nm, sd, restart_prob=cfg.restart_prob,
+        num_iters=cfg.ppr_iters)
+    return (adj, ppr, heuristics.adamic_adar(adj, nm),
+            heuristics.jaccard(adj, nm),
+            teacher.bfs_distance(s, r, em, gd, nm))
+
+  adj, ppr, aa, jac, dist = jax.vmap(one)(
+      batch["senders"], batch["receivers"], batch["edge_mask"], node_mask,
+      seeds, gold)
+  return HyGRLInputs(
+      adj=adj, node_mask=node_mask, seeds=seeds, gold=gold,
+      choice=jnp.zeros_like(node_mask), node_emb=node_emb,
+      query=batch["query"], ppr=ppr, adamic_adar=aa, jaccard=jac,
+      gold_distance=dist,
+      usable=batch["example_mask"] & jnp.any(seeds, 1) & jnp.any(gold, 1))
+
+
+def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):
+  """The fusion's calibration data: metrics and labels of the first-step
+  candidates (neighbors of the seeds); label = on a shortest path from a
+  seed to a gold passage. ``(metrics [B, N, M], labels [B, N], mask [B,
+  N])``."""
+  x = passage_inputs(batch, node_vecs, cfg)
+
+  def one(x, s, r, em):
+    frontier = beam.frontier_of(x.adj, x.seeds, x.node_mask)
+    dq = teacher.bfs_distance(s, r, em, x.seeds, x.node_mask)
+    total = dq + x.gold_distance
+    shortest = jnp.min(jnp.where(x.node_mask, total, teacher.UNREACHABLE))
+    label = (total == shortest) & (shortest < teacher.UNREACHABLE)
+    return (hygrl.candidate_metrics(x, x.seeds, frontier,
+                                    cfg.heuristic_choice),
+            label, frontier & x.usable)
+
+  return jax.vmap(one)(x, batch["senders"], batch["receivers"],
+                       batch["edge_mask"])
+
+
+def make_passage_retrieval(policy, cfg: HyGRLConfig):
+  """``retrieve(params, batch, node_vecs, theta)`` -> per question, for the
+  policy (``params``) and the fused heuristic (``theta``):
+  ``position_*`` int32 [B, N] (order in the final sequence, -1 outside),
+  ``rest_*`` float32 [B, N] (the scorer's logit of every node outside the
+  sequence at the final state, for ranking beyond it), ``scored_*`` int32
+  [B] (candidates scored over the steps: the search's cost). Jitted."""
+  def retrieve(params, batch, node_vecs, theta):
+    x = passage_inputs(batch, node_vecs, cfg)
+
+    def one(x):
+      out = {}
+      scorers = {
+          "policy": lambda w, s, f: hygrl.policy_logits(
+              policy, params, x, w, s, f, cfg.policy_choice,
+              cfg.policy_features),
+          "heuristic": lambda w, s, f: _heuristic_logit(theta, x, s, f, cfg)}
+      for name, scorer in scorers.items():
+        kwargs = (dict(policy=policy, params=params) if name == "policy"
+                  else dict(theta=theta))
+        final, trace = hygrl.search(x, cfg, **kwargs)
+        rest = x.node_mask & ~final.in_sequence
+        window = beam.window_nodes(final, cfg.beam.window)
+        out[f"position_{name}"] = final.position
+        out[f"rest_{name}"] = jnp.where(
+            rest, scorer(window, final.in_sequence, rest), -jnp.inf)
+        out[f"scored_{name}"] = jnp.sum(
+            trace.frontier & trace.active[:, None]).astype(jnp.int32)
+      return out
+
+    return jax.vmap(one)(x)
+
+  return jax.jit(retrieve)
+
+
+def _heuristic_logit(theta, x, in_sequence, frontier, cfg):
+  prob = hygrl.heuristic_prob(theta, x, in_sequence, frontier,
+                              cfg.heuristic_choice)
+  return jnp.log(prob) - jnp.log1p(-prob)

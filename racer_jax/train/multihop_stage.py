@@ -1,0 +1,120 @@
+"""HyGRL's training run in its own setting (``method=hygrl_multihop``):
+calibrate the heuristic fusion on training questions, imitation (BCE,
+AdamW with a plateau schedule), then SCST + margin ranking (Adam), over
+the passage graph. Checkpointed and resumed exactly like the other runs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import jax
+import numpy as np
+
+from racer_jax.errors import ConfigError
+from racer_jax.graph import heuristics
+from racer_jax.rl import hygrl, hygrl_passages, hygrl_update
+from racer_jax.runs import run_config
+from racer_jax.runs.builders import hygrl_config
+from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.multihop_state import (create_state, prep_dir,
+                                           train_rows)
+from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
+from racer_jax.runs.update_loop import run_stage_updates
+
+STAGE = "hygrl_multihop"
+
+
+def calibrate(config, ws: MultiHopWorkspace, rows, log=print) -> np.ndarray:
+  """θ of the fusion from the first-step candidates of the first
+  ``hygrl.calibration_questions`` training questions."""
+  cfg = hygrl_config(config)
+  fn = jax.jit(lambda b, v: hygrl_passages.calibration_batch(b, v, cfg))
+  rows = rows[:config.hygrl.calibration_questions]
+  metrics, labels = [], []
+  size = config.eval.batch_size
+  for start in range(0, len(rows), size):
+    m, lab, mask = jax.device_get(fn(ws.batch(rows[start:start + size], size),
+                                     ws.node_vecs))
+    metrics.append(m[mask])
+    labels.append(lab[mask])
+  metrics, labels = np.concatenate(metrics), np.concatenate(labels)
+  if not len(labels):
+    raise ValueError("no labeled candidates to calibrate the fusion on")
+  theta = np.asarray(heuristics.calibrate_fusion(metrics, labels))
+  weights = np.asarray(jax.nn.softmax(theta)).round(3).tolist()
+  log(f"fusion weights over {dict(zip(hygrl.fusion_metrics(cfg), weights))}"
+      f" from {len(labels):,} candidates of {len(rows)} questions "
+      f"({labels.mean():.1%} positive)")
+  return theta
+
+
+def batch_rows(rows: np.ndarray, step: int, seed: int, size: int):
+  """The rows of update ``step``: epochs of a seeded shuffle (the same on
+  resume)."""
+  per_epoch = max(1, math.ceil(len(rows) / size))
+  epoch, i = divmod(step, per_epoch)
+  order = np.random.default_rng([seed, epoch]).permutation(rows)
+  return order[i * size:(i + 1) * size]
+
+
+def train(config, data_dir, workdir, *, progress: bool = True,
+          log: Callable[[str], None] = print,
+          stop_after: int | None = None) -> dict:
+  """Calibration, imitation then RL; returns the last logged metrics."""
+  h = config.hygrl
+  for name in ("mentor", "judge"):
+    if h.get(name, "offline") != "offline":
+      raise ConfigError(
+          f"hygrl.{name}={h.get(name)!r}: the multi-hop run has the offline "
+          "oracles only so far (the LLM roles are written for ConceptNet "
+          "facts)")
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  run_config.save(config, workdir, STAGE)
+  ws = prepare(config, data_dir, prep_dir(config, workdir), log=log,
+               progress=progress)
+  rows = train_rows(config, ws)
+  bs = config.batch.batch_size
+  per_epoch = max(1, math.ceil(len(rows) / bs))
+  policy, optimizer, state = create_state(config, ws.node_vecs.shape[1],
+                                          per_epoch)
+  ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
+  restored = ckpt.restore_latest(state, log=log)
+  if restored is not None:
+    state, record, _ = restored
+    theta = np.asarray(record["theta"], np.float32)
+    log(f"resuming from step {int(state.step)}")
+  else:
+    theta = calibrate(config, ws, rows, log)
+  cfg = hygrl_config(config)
+  programs = {stage: hygrl_update.make_hygrl_step(
+      policy, optimizer, cfg, stage,
+      inputs_fn=hygrl_passages.passage_inputs, pass_loss=True)
+      for stage in ("imitation", "rl")}
+  node_vecs = jax.device_put(ws.node_vecs)
+  theta_dev = jax.device_put(theta)
+  log(f"training on {len(rows)} questions, {per_epoch} updates per epoch")
+
+  def one_update(state, step):
+    batch = ws.batch(batch_rows(rows, step, config.seed, bs), bs)
+    stage = "imitation" if step < h.imitation_steps else "rl"
+    state, metrics = programs[stage](state, batch, node_vecs, theta_dev)
+    metrics = {k: metrics.get(k, 0.0) for k in (
+        "loss", "finite", "grad_norm", "labels", "scst_loss", "margin_loss",
+        "reward_sample", "reward_greedy")}
+    # a copy: the state is donated to the next update
+    metrics["lr_scale"] = float(hygrl_update.plateau_lr_scale(state.opt_state))
+    return state, metrics
+
+  _, last, _ = run_stage_updates(
+      state, one_update, config=config, workdir=workdir, ckpt=ckpt,
+      start=int(state.step), total=h.imitation_steps + h.rl_steps,
+      stop_after=stop_after,
+      record=lambda done: {
+          "theta": theta.tolist(),
+          "stage": "imitation" if done <= h.imitation_steps else "rl"},
+      progress=progress, desc="train hygrl (multi-hop)")
+  return last

@@ -1,0 +1,176 @@
+"""HyGRL in its multi-hop setting: features, recall, optimizer, a run."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from configs import hygrl_2wiki
+from racer_jax.eval import evaluate_run, multihop_eval
+from racer_jax.rl import hygrl, hygrl_update
+from racer_jax.train import run_stage
+from tests.multihop import tiny
+from tests.real_llm import MODEL_ALIAS
+
+
+def test_recall_at_k_by_hand():
+  gold = ((3,), (7, 8), (9,))          # three gold groups
+  ranked = [5, 8, 1, 3, 4, 9]
+  assert multihop_eval.recall_at(ranked, gold, 2) == 1 / 3   # 8 (group 2)
+  assert multihop_eval.recall_at(ranked, gold, 5) == 2 / 3   # + 3
+  assert multihop_eval.recall_at(ranked, gold, 6) == 1.0     # + 9
+
+
+def test_beam_ranking_sequence_then_rest():
+  nodes = np.array([20, 2, 25, 0, 1, 3, -1])   # < 10 are passages
+  position = np.array([0, 2, 1, -1, 3, -1, -1])
+  rest = np.array([-np.inf, -np.inf, -np.inf, 0.5, -np.inf, 2.0, -np.inf])
+  assert multihop_eval.beam_ranking(nodes, position, rest, 10, 5) == [
+      2, 1, 3, 0]
+  assert multihop_eval.beam_ranking(nodes, position, rest, 10, 1) == [2]
+
+
+def _unit(x):
+  return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_score_features_match_a_plain_loop():
+  rng = np.random.default_rng(0)
+  n, d, size = 9, 6, 4
+  emb = _unit(rng.normal(size=(n, d))).astype(np.float32)
+  query = _unit(rng.normal(size=d)).astype(np.float32)
+  in_seq = np.zeros(n, bool)
+  in_seq[[1, 4]] = True
+  window = np.array([4, 1, -1, -1], np.int32)   # |N_s| = 2 < L = 4
+  x = hygrl.HyGRLInputs(
+      adj=jnp.zeros((n, n), bool), node_mask=jnp.ones(n, bool),
+      seeds=jnp.zeros(n, bool), gold=jnp.zeros(n, bool),
+      choice=jnp.zeros(n, bool), node_emb=jnp.asarray(emb),
+      query=jnp.asarray(query), ppr=jnp.zeros(n),
+      adamic_adar=jnp.zeros((n, n)), jaccard=jnp.zeros((n, n)),
+      gold_distance=jnp.zeros(n, jnp.int32), usable=jnp.bool_(True))
+  state, action = jax.device_get(hygrl.score_features(x, window, in_seq))
+  assert state.shape == (size, 1) and action.shape == (n, size + 1)
+  context = query + emb[in_seq].mean(0)
+  context /= np.linalg.norm(context)
+  for i in range(size):
+    w = window[i]
+    want = float(query @ emb[w]) if w >= 0 else 0.0
+    np.testing.assert_allclose(state[i, 0], want, atol=1e-5)
+  for a in range(n):
+    for i in range(size):
+      w = window[i]
+      want = float(emb[w] @ emb[a]) if w >= 0 else 0.0
+      np.testing.assert_allclose(action[a, i], want, atol=1e-5)
+    np.testing.assert_allclose(action[a, size], float(emb[a] @ context),
+                               atol=1e-5)
+  # the policy reads the 2L + 1 numbers
+  assert hygrl.feature_widths(d, size, False, "scores") == (1, size + 1)
+
+
+def _plateau_optimizer(boundary):
+  imitation = optax.chain(
+      optax.adamw(1e-3),
+      optax.contrib.reduce_on_plateau(factor=0.5, patience=2,
+                                      accumulation_size=2))
+  return hygrl_update.stage_optimizer(imitation, optax.adam(5e-4), boundary)
+
+
+def _run(tx, losses):
+  params = {"w": jnp.ones(3)}
+  state = tx.init(params)
+  scales, updates = [], []
+  for loss in losses:
+    u, state = tx.update({"w": jnp.ones(3)}, state, params,
+                         value=jnp.float32(loss))
+    scales.append(float(hygrl_update.plateau_lr_scale(state)))
+    updates.append(float(u["w"][0]))
+  return scales, updates
+
+
+def test_plateau_schedule_lowers_the_learning_rate_when_the_loss_stalls():
+  stalled, _ = _run(_plateau_optimizer(100), [1.0] * 12)
+  falling, _ = _run(_plateau_optimizer(100),
+                    [1.0 / (i + 1) for i in range(12)])
+  assert stalled[-1] < 1.0 and stalled == sorted(stalled, reverse=True)
+  assert falling[-1] == 1.0
+
+
+def test_stage_optimizer_switches_to_adam_for_rl():
+  _, updates = _run(_plateau_optimizer(3), [1.0] * 5)
+  # AdamW's first steps move by ~lr (1e-3, with weight decay), Adam's RL
+  # steps by ~5e-4
+  np.testing.assert_allclose(updates[3:], [-5e-4, -5e-4], rtol=1e-3)
+  assert abs(updates[0]) > 9e-4
+
+
+def _tiny_run(tmp_path):
+  """A trained tiny run: ``(data_dir, config, workdir)``."""
+  data = tiny.write(tmp_path / "data")
+  config = hygrl_2wiki.get_config()
+  config.text.encoder = "static"
+  config.multihop.max_nodes = 16
+  config.multihop.max_edges = 64
+  config.multihop.latency_questions = 2
+  config.hygrl.imitation_steps = 2
+  config.hygrl.rl_steps = 2
+  config.batch.batch_size = 4
+  config.eval.batch_size = 4
+  config.train.log_every = 1
+  # the tiny set is too small for a dev part: score all three questions
+  config.eval.split = "all"
+  workdir = tmp_path / "run"
+  run_stage.train(config, str(data), workdir, progress=False)
+  return data, config, workdir
+
+
+def test_train_and_evaluate_a_tiny_run(tmp_path):
+  data, _, workdir = _tiny_run(tmp_path)
+  figures = evaluate_run.evaluate_run(
+      evaluate_run.load_run_config(workdir), str(data), workdir, {},
+      progress=False)
+  for key in ("recall_at_2", "recall_at_5", "heuristic_recall_at_5",
+              "bm25_recall_at_5", "dense_recall_at_5", "questions",
+              "questions_per_second", "peak_rss_gb"):
+    assert figures[key] is not None, key
+  assert figures["questions"] == 3
+  # the comparison question's two passages are the seeds' own: a search
+  # that adds k = 4 nodes per step finds both
+  rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
+  films = next(r for r in rows if r["id"] == "q-films")
+  assert {3, 4} <= set(films["heuristic"][:5])
+  # other questions of the same corpus
+  other = tmp_path / "other.jsonl"
+  other.write_text(json.dumps(tiny.QUESTIONS[1]) + "\n")
+  figures = evaluate_run.evaluate_run(
+      evaluate_run.load_run_config(workdir), str(data), workdir,
+      {"eval_file": str(other)}, progress=False)
+  assert figures["questions"] == 1 and figures["split"] == "all"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("llama")
+def test_reader_and_explorer_on_a_real_model(llama_server, tmp_path):
+  """--backend with graph=explorer: SmolLM2 on llama.cpp reads the policy's
+  passages and explores the passage graph; every figure is computed from
+  what it returned."""
+  data, config, workdir = _tiny_run(tmp_path)
+  figures = evaluate_run.evaluate_run(
+      evaluate_run.load_run_config(workdir), str(data), workdir,
+      {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
+       "llm_setting": ["graph=explorer", "max_interactions=3",
+                       "max_concurrency=1", "timeout_s=300"]},
+      progress=False)
+  assert figures["llm_questions"] == figures["explorer_questions"] == 3
+  assert figures["llm"]["model"] == MODEL_ALIAS
+  assert figures["reader_tokens_per_question"] > 0
+  for key in ("valid_format_rate", "valid_call_rate", "evidence_hit_rate",
+              "unfinished_at_limit", "explorer_accuracy", "reader_f1"):
+    assert 0.0 <= figures[key] <= 1.0, key
+  assert 0.0 <= figures["calls_per_question"] <= 3
+  rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
+  assert all("transcript" in r and "reader_answer" in r for r in rows)
+  assert sum(r["steps"] for r in rows) >= 3

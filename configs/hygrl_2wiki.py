@@ -42,6 +42,10 @@ def get_config():
   config.multihop.fallback_seeds = 2
   config.multihop.top_k = (2, 5)      # Recall@k reported
   config.multihop.latency_questions = 50  # timed one at a time
+  # the policy's τ is refitted after training so that it adds as many nodes
+  # on the training questions as HyGRL-Heuristic at heuristic_tau (an
+  # equal node budget); False: hygrl.tau as set
+  config.multihop.fit_policy_tau = True
   h = config.hygrl
   h.hidden_sizes = (512, 256, 128)
   h.policy_features = "scores"        # the (2L+1)-dim vector

@@ -17,6 +17,7 @@ question text (encode, link, cut, search, rank) and a per-question latency
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -29,12 +30,13 @@ from tqdm.auto import tqdm
 
 from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
-from racer_jax.eval import multihop_llm, qa_metrics
+from racer_jax.eval import multihop_budget, multihop_llm, qa_metrics
+from racer_jax.eval.multihop_budget import FIELD
 from racer_jax.rl import hygrl_passages
 from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
 from racer_jax.runs.checkpoints import restore_run, restore_template
 from racer_jax.runs.multihop_state import create_state, prep_dir
-from racer_jax.runs import multihop_workspace
+from racer_jax.runs import multihop_workspace, run_config
 from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
 
 METHODS = ("policy", "heuristic", "bm25", "dense")
@@ -79,18 +81,28 @@ def dense_rankings(ws: MultiHopWorkspace, rows, k: int) -> list[list[int]]:
 
 
 class BeamRetriever:
-  """The jitted policy/heuristic retrieval of a trained run."""
+  """The jitted policy/heuristic retrieval of a trained run
+  (``policy_tau`` / ``heuristic_tau``: the beams' thresholds, default the
+  config's)."""
 
-  def __init__(self, config, params, theta):
-    self.cfg = hygrl_config(config)
+  def __init__(self, config, params, theta, policy_tau=None,
+               heuristic_tau=None):
+    cfg = hygrl_config(config)
+    self.cfg = dataclasses.replace(
+        cfg, beam=dataclasses.replace(
+            cfg.beam, tau=cfg.beam.tau if policy_tau is None
+            else float(policy_tau)),
+        heuristic_tau=cfg.heuristic_tau if heuristic_tau is None
+        else float(heuristic_tau))
     self.fn = hygrl_passages.make_passage_retrieval(
         make_hygrl_policy(config), self.cfg)
     self.params, self.theta = params, jax.device_put(theta)
 
   def rank(self, ws: MultiHopWorkspace, rows, node_vecs, size: int, k: int):
-    """``{method: [ranked passage ids]}`` and ``{method: scored}``."""
+    """``{method: [ranked passage ids]}`` and ``{method: {"scored": [..],
+    "added": [..]}}`` (candidates scored, nodes added per question)."""
     ranked = {m: [] for m in ("policy", "heuristic")}
-    scored = {m: [] for m in ("policy", "heuristic")}
+    cost = {m: {"scored": [], "added": []} for m in ranked}
     for start in range(0, len(rows), size):
       part = rows[start:start + size]
       batch = ws.batch(part, size)
@@ -101,8 +113,9 @@ class BeamRetriever:
           ranked[m].append(beam_ranking(
               batch["nodes"][j], out[f"position_{m}"][j],
               out[f"rest_{m}"][j], ws.graph.num_passages, k))
-          scored[m].append(int(out[f"scored_{m}"][j]))
-    return ranked, scored
+          for c in ("scored", "added"):
+            cost[m][c].append(int(out[f"{c}_{m}"][j]))
+    return ranked, cost
 
 
 def _timed_end_to_end(config, ws, retriever, rows, node_vecs, size, k):
@@ -155,14 +168,21 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
                                  step=step, log=log)
   ks = tuple(int(k) for k in config.multihop.top_k)
   k_max = max(ks)
-  retriever = BeamRetriever(config, state.params,
-                            np.asarray(record["theta"], np.float32))
+  theta = np.asarray(record["theta"], np.float32)
+  train_ws = None
+  if eval_file and run_config.chosen(run_config.load(workdir), FIELD) is None:
+    train_ws = prepare(config, data_dir, prep_dir(config, workdir), log=log,
+                       progress=progress)
+  tau = multihop_budget.chosen_policy_tau(
+      BeamRetriever, config, workdir, ws, state.params, theta, log=log,
+      train_ws=train_ws)
+  retriever = BeamRetriever(config, state.params, theta, policy_tau=tau)
   node_vecs = jax.device_put(ws.node_vecs)
   size = config.eval.batch_size
-  ranked, scored = retriever.rank(ws, rows[:size], node_vecs, size, k_max)
+  ranked, cost = retriever.rank(ws, rows[:size], node_vecs, size, k_max)
   seconds = _timed_end_to_end(config, ws, retriever, rows, node_vecs, size,
                               k_max)
-  ranked, scored = retriever.rank(ws, rows, node_vecs, size, k_max)
+  ranked, cost = retriever.rank(ws, rows, node_vecs, size, k_max)
   ranked["bm25"] = bm25_rankings(ws, rows, k_max)
   ranked["dense"] = dense_rankings(ws, rows, k_max)
   latency = []
@@ -180,7 +200,8 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
       per_q[f"{method}_recall_at_{k}"] = [
           recall_at(r, q.gold, k) for r, q in zip(ranked[method], questions)]
   for method in ("policy", "heuristic"):
-    per_q[f"{method}_candidates_scored"] = scored[method]
+    per_q[f"{method}_candidates_scored"] = cost[method]["scored"]
+    per_q[f"{method}_nodes_added"] = cost[method]["added"]
   exact = np.asarray([q.exact for q in questions], bool)
   multi = ws.spans[rows] >= 2
   figures = _subset_means(per_q, {"": np.ones(len(rows), bool),
@@ -192,6 +213,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
       figures[f"{method}_recall_at_{k}"] = figures[f"{method}_recall_at_{k}"]
   figures.update(
       dataset=config.multihop.dataset, split=split, step=int(state.step),
+      policy_tau=tau, heuristic_tau=retriever.cfg.heuristic_tau,
       source=ws.data.source, encoder=ws.encoder.name,
       questions_per_second=len(rows) / seconds,
       latency_p50_s=float(np.median(latency)) if latency else None,

@@ -85,7 +85,8 @@ def make_passage_retrieval(policy, cfg: HyGRLConfig):
   ``position_*`` int32 [B, N] (order in the final sequence, -1 outside),
   ``rest_*`` float32 [B, N] (the scorer's logit of every node outside the
   sequence at the final state, for ranking beyond it), ``scored_*`` int32
-  [B] (candidates scored over the steps: the search's cost). Jitted."""
+  [B] (candidates scored over the steps: the search's cost), ``added_*``
+  int32 [B] (nodes the search added: its budget used). Jitted."""
   def retrieve(params, batch, node_vecs, theta):
     x = passage_inputs(batch, node_vecs, cfg)
 
@@ -107,6 +108,7 @@ def make_passage_retrieval(policy, cfg: HyGRLConfig):
             rest, scorer(window, final.in_sequence, rest), -jnp.inf)
         out[f"scored_{name}"] = jnp.sum(
             trace.frontier & trace.active[:, None]).astype(jnp.int32)
+        out[f"added_{name}"] = final.added
       return out
 
     return jax.vmap(one)(x)

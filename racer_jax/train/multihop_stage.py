@@ -6,6 +6,7 @@ the passage graph. Checkpointed and resumed exactly like the other runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Callable
@@ -14,6 +15,7 @@ import jax
 import numpy as np
 
 from racer_jax.errors import ConfigError
+from racer_jax.eval import multihop_budget, multihop_eval
 from racer_jax.graph import heuristics
 from racer_jax.rl import hygrl, hygrl_passages, hygrl_update
 from racer_jax.runs import run_config
@@ -83,17 +85,24 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                                           per_epoch)
   ckpt = Checkpointer(workdir / "checkpoints", config.train.max_to_keep)
   restored = ckpt.restore_latest(state, log=log)
+  rl_tau = [None]  # the policy's τ in the RL stage (fitted at its start)
   if restored is not None:
     state, record, _ = restored
     theta = np.asarray(record["theta"], np.float32)
+    rl_tau[0] = record.get("rl_policy_tau")
     log(f"resuming from step {int(state.step)}")
   else:
     theta = calibrate(config, ws, rows, log)
   cfg = hygrl_config(config)
-  programs = {stage: hygrl_update.make_hygrl_step(
-      policy, optimizer, cfg, stage,
-      inputs_fn=hygrl_passages.passage_inputs, pass_loss=True)
-      for stage in ("imitation", "rl")}
+
+  def program(stage, tau=None):
+    c = cfg if tau is None else dataclasses.replace(
+        cfg, beam=dataclasses.replace(cfg.beam, tau=float(tau)))
+    return hygrl_update.make_hygrl_step(
+        policy, optimizer, c, stage,
+        inputs_fn=hygrl_passages.passage_inputs, pass_loss=True)
+
+  programs = {"imitation": program("imitation")}
   node_vecs = jax.device_put(ws.node_vecs)
   theta_dev = jax.device_put(theta)
   log(f"training on {len(rows)} questions, {per_epoch} updates per epoch")
@@ -101,6 +110,17 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   def one_update(state, step):
     batch = ws.batch(batch_rows(rows, step, config.seed, bs), bs)
     stage = "imitation" if step < h.imitation_steps else "rl"
+    if stage == "rl" and "rl" not in programs:
+      if rl_tau[0] is None and config.multihop.get("fit_policy_tau", True):
+        # RL searches at the heuristic's node budget (fitted on the
+        # training questions with the imitated policy)
+        rl_tau[0], fit = multihop_budget.fit_policy_tau(
+            multihop_eval.BeamRetriever, config, ws, state.params, theta,
+            rows, config.eval.batch_size)
+        log(f"RL stage: policy τ = {rl_tau[0]} (adds "
+            f"{fit['policy_nodes_added_train']:.2f} nodes, the heuristic "
+            f"{fit['heuristic_nodes_added_train']:.2f})")
+      programs["rl"] = program("rl", rl_tau[0])
     state, metrics = programs[stage](state, batch, node_vecs, theta_dev)
     metrics = {k: metrics.get(k, 0.0) for k in (
         "loss", "finite", "grad_norm", "labels", "scst_loss", "margin_loss",
@@ -109,12 +129,16 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     metrics["lr_scale"] = float(hygrl_update.plateau_lr_scale(state.opt_state))
     return state, metrics
 
-  _, last, _ = run_stage_updates(
+  state, last, finished = run_stage_updates(
       state, one_update, config=config, workdir=workdir, ckpt=ckpt,
       start=int(state.step), total=h.imitation_steps + h.rl_steps,
       stop_after=stop_after,
       record=lambda done: {
-          "theta": theta.tolist(),
+          "theta": theta.tolist(), "rl_policy_tau": rl_tau[0],
           "stage": "imitation" if done <= h.imitation_steps else "rl"},
       progress=progress, desc="train hygrl (multi-hop)")
+  if finished:
+    last["policy_tau"] = multihop_budget.chosen_policy_tau(
+        multihop_eval.BeamRetriever, config, workdir, ws, state.params,
+        theta, log=log)
   return last

@@ -137,6 +137,10 @@ def test_train_and_evaluate_a_tiny_run(tmp_path):
               "questions_per_second", "peak_rss_gb"):
     assert figures[key] is not None, key
   assert figures["questions"] == 3
+  # the policy's τ was fitted on the training questions and stored
+  from racer_jax.runs import run_config
+  saved = run_config.chosen(run_config.load(workdir), "hygrl_policy_tau")
+  assert saved == figures["policy_tau"]
   # the comparison question's two passages are the seeds' own: a search
   # that adds k = 4 nodes per step finds both
   rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]

@@ -19,9 +19,12 @@ offline mentors stay the default (``hygrl.mentor`` / ``hygrl.judge`` =
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from racer_jax.agents import llm, llm_usage, templates
+from racer_jax.agents import llm, llm_backends, llm_usage, templates
+from racer_jax.errors import ConfigError
 from racer_jax.kg import relations as rel_lib
 
 MENTOR_SYSTEM = (
@@ -63,7 +66,43 @@ def subgraph_facts(kg, batch, row: int, selected, limit: int = 30):
   return facts
 
 
+def llm_roles(hygrl_config) -> tuple[bool, bool]:
+  """``(mentor is llm, judge is llm)`` from ``hygrl.mentor`` /
+  ``hygrl.judge`` (``offline`` or ``llm``); ValueError otherwise."""
+  roles = []
+  for name in ("mentor", "judge"):
+    value = hygrl_config.get(name, "offline")
+    if value not in ("offline", "llm"):
+      raise ValueError(f"hygrl.{name}={value!r}: expected offline or llm")
+    roles.append(value == "llm")
+  return roles[0], roles[1]
+
+
+def role_backend(config, workdir, log=print):
+  """``(backend, UsageReport)`` for the LLM mentor / judge of
+  ``config.hygrl`` (the backend of ``config.agents``, replies cached in
+  ``workdir``), or ``None`` when both roles are offline."""
+  h = config.hygrl
+  mentor, judge = llm_roles(h)
+  if not (mentor or judge):
+    return None
+  backend = llm_backends.make_backend(
+      config.agents, cache_path=Path(workdir) / "llm_cache.sqlite")
+  if backend is None:
+    raise ConfigError("hygrl.mentor/judge=llm needs a text LLM: "
+                      "--config.agents.backend=gemini or openai")
+  log(f"HyGRL RL stage: mentor {h.get('mentor', 'offline')}, sufficiency "
+      f"judge {h.get('judge', 'offline')} ({backend!r})")
+  return backend, llm_usage.UsageReport()
+
+
 class LLMJudgements:
+  """The LLM's verdicts for the RL updates over ConceptNet subgraphs
+  (:class:`PassageJudgements`: over passage graphs). The three hooks
+  ``_question``, ``_name`` and ``_facts`` are what differs."""
+  mentor_system = MENTOR_SYSTEM
+  judge_system = JUDGE_SYSTEM
+
   def __init__(self, backend, kg, report: llm_usage.UsageReport, *,
                mentor: bool = True, judge: bool = True,
                pairs_per_question: int = 2):
@@ -71,9 +110,17 @@ class LLMJudgements:
     self.mentor, self.judge = mentor, judge
     self.pairs_per_question = pairs_per_question
 
+  def _question(self, batch, examples, row) -> tuple[str, str]:
+    """(question text, gold answer) of batch row ``row``."""
+    ex = examples[int(batch.example_index[row])]
+    return ex.stem, ex.choices[ex.answer_index]
+
   def _name(self, batch, row, node) -> str:
     return templates.concept_text(
         self.kg.concepts[int(batch.graphs.nodes["concept"][row][node])])
+
+  def _facts(self, batch, row, selected) -> list[str]:
+    return subgraph_facts(self.kg, batch, row, selected)
 
   def external(self, batch, examples, proposal) -> dict:
     """``proposal``: :func:`make_rl_proposal`'s output on the host;
@@ -84,33 +131,31 @@ class LLMJudgements:
                for k in ("reward_sample", "reward_greedy")}
     requests, slots = [], []
     for b in np.flatnonzero(p["usable"]):
-      ex = examples[int(batch.example_index[b])]
-      gold = ex.choices[ex.answer_index]
+      stem, gold = self._question(batch, examples, b)
       if self.mentor:
         asked = np.argwhere(p["asked"][b])[:self.pairs_per_question]
         for d, k in asked:
           have = [self._name(batch, b, n)
                   for n in np.flatnonzero(p["in_sequence"][b, d])]
-          prompt = (f"Question: {ex.stem}\nCollected: {', '.join(have)}\n"
+          prompt = (f"Question: {stem}\nCollected: {', '.join(have)}\n"
                     f"A: {self._name(batch, b, p['first'][b, d, k])}\n"
                     f"B: {self._name(batch, b, p['second'][b, d, k])}")
-          requests.append(llm.Request(MENTOR_SYSTEM, prompt, MENTOR_SCHEMA,
-                                      "mentor"))
+          requests.append(llm.Request(self.mentor_system, prompt,
+                                      MENTOR_SCHEMA, "mentor"))
           slots.append(("pref", b, d, k))
       if self.judge:
         for kind in ("sample", "greedy"):
-          facts = subgraph_facts(self.kg, batch, b,
-                                 p[f"selected_{kind}"][b])
-          prompt = (f"Question: {ex.stem}\nAnswer: {gold}\nFacts:\n" +
+          facts = self._facts(batch, b, p[f"selected_{kind}"][b])
+          prompt = (f"Question: {stem}\nAnswer: {gold}\nFacts:\n" +
                     ("\n".join(f"- {f}" for f in facts) or "(none)"))
-          requests.append(llm.Request(JUDGE_SYSTEM, prompt, JUDGE_SCHEMA,
-                                      "judge"))
+          requests.append(llm.Request(self.judge_system, prompt,
+                                      JUDGE_SCHEMA, "judge"))
           slots.append((f"reward_{kind}", b))
     replies = self.backend.generate_many(requests) if requests else []
-    for slot, reply in zip(slots, replies):
-      self.report.record(reply, "mentor")
+    for slot, reply, request in zip(slots, replies, requests):
+      self.report.record(reply, request.agent)
       if reply.parsed is None:  # fall back to the offline value
-        self.report.fallback("mentor")
+        self.report.fallback(request.agent)
         if slot[0] == "pref":
           pref[slot[1:]] = p["offline_pref"][slot[1:]]
         continue
@@ -122,3 +167,43 @@ class LLMJudgements:
     if self.mentor:
       out["pref"] = pref.astype(np.int32)
     return out
+
+
+PASSAGE_MENTOR_SYSTEM = (
+    "You guide a search over a graph of Wikipedia passages and entities "
+    "that collects evidence to answer a question. Given the nodes collected "
+    "so far and two candidate nodes, say which candidate is more useful to "
+    "add next for answering the question. Reply with JSON: prefer A, B or "
+    "none.")
+PASSAGE_JUDGE_SYSTEM = (
+    "You are a strict judge. Given a question, its answer and passages, say "
+    "whether the passages alone are enough to deduce that answer. Reply "
+    "with JSON: sufficient true or false.")
+
+
+class PassageJudgements(LLMJudgements):
+  """The same verdicts over a passage graph (a multi-hop run's batches,
+  :mod:`racer_jax.rl.hygrl_passages`): nodes are named ``P:title`` /
+  ``E:title``; the judge reads the retrieved passages' text (the first
+  ``chars`` characters of each). ``examples``: per batch row, the
+  ``(question, gold answer)``."""
+  mentor_system = PASSAGE_MENTOR_SYSTEM
+  judge_system = PASSAGE_JUDGE_SYSTEM
+
+  def __init__(self, backend, graph, texts, report, *, chars: int = 400,
+               **kwargs):
+    super().__init__(backend, graph.kg, report, **kwargs)
+    self.num_passages, self.texts, self.chars = (graph.num_passages, texts,
+                                                 chars)
+
+  def _question(self, batch, examples, row) -> tuple[str, str]:
+    return examples[row]
+
+  def _name(self, batch, row, node) -> str:
+    return self.kg.concepts[int(batch["nodes"][row][node])]
+
+  def _facts(self, batch, row, selected) -> list[str]:
+    nodes = np.asarray(batch["nodes"][row])[np.asarray(selected)]
+    return [f"{self.kg.concepts[int(n)][2:]}: "
+            f"{self.texts[int(n)][:self.chars]}"
+            for n in nodes if 0 <= n < self.num_passages]

@@ -19,9 +19,10 @@ from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
 from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
-from racer_jax.eval import (agents_eval, answer_eval, learning_curves,
-                            llm_figures, multihop_eval, refiner_eval, report,
-                            retrieval_eval, walker_eval)
+from racer_jax.eval import (agents_eval, answer_eval, explorer_eval,
+                            learning_curves, llm_figures, multihop_eval,
+                            refiner_eval, report, retrieval_eval,
+                            walker_eval)
 
 KINDS = ("walker", "hygrl", "multihop", "refiner", "agents", "answer_only",
          "compare")
@@ -52,6 +53,10 @@ OPTIONS = (
            "whose evaluation on the same split joins the table.", ("hygrl",)),
     Option("top_ks", "list", [], "Refiner runs: also report every selector "
            "at these k' (for choosing refiner.top_k).", ("refiner",)),
+    Option("explorer_only", "bool", False, "Answer runs: GraphDancer's "
+           "explorer alone answers (needs an LLM backend and "
+           "--llm_setting=graph=explorer); its VF, VC, EH, calls and "
+           "accuracy.", ("agents",)),
     Option("answer_only", "bool", False, "Answer runs: the answer model "
            "alone from its checkpoint, shown the knowledge it was trained "
            "with (no agents).", ("answer_only",)),
@@ -199,6 +204,11 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
     if o["dry_run"] and agents.backend == "local":
       raise ConfigError("--dry_run counts an LLM's prompts: add "
                         "--backend=gemini or --backend=openai")
+    if o["explorer_only"]:
+      return explorer_eval.evaluate(
+          config, data_dir, workdir, agents=agents, split=o["split"],
+          eval_file=o["eval_file"], api_key=o["api_key"],
+          max_questions=o["max_questions"], progress=progress)
     if o["require_llm"] and agents.backend == "local":
       raise ConfigError("--require_llm needs an LLM backend: add "
                         "--backend=gemini or --backend=openai")

@@ -20,7 +20,8 @@ import numpy as np
 from racer_jax.runs import run_config
 from racer_jax.runs.multihop_state import train_rows
 
-TAUS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7)
+TAUS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+        0.6, 0.7)
 FIELD = "hygrl_policy_tau"
 
 

@@ -5,14 +5,13 @@ walker's run (``train(config, data_dir, workdir)`` resumes exactly)."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Callable
 
 import jax
 import numpy as np
 
-from racer_jax.agents import llm_backends, llm_usage
-from racer_jax.agents.hygrl_mentors import LLMJudgements
+from racer_jax.agents.hygrl_mentors import (LLMJudgements, llm_roles,
+                                            role_backend)
 from racer_jax.eval.retrieval_eval import run_retrieval_eval
 from racer_jax.graph import heuristics
 from racer_jax.rl import hygrl, hygrl_update, parallel
@@ -57,23 +56,13 @@ def llm_judgements(config, ws, workdir, log):
   """``(LLMJudgements, UsageReport)`` when ``hygrl.mentor`` or
   ``hygrl.judge`` is ``llm`` (backend from ``config.agents``, key from the
   environment, responses cached in the workdir), else ``(None, None)``."""
-  h = config.hygrl
-  mentor, judge = h.get("mentor", "offline"), h.get("judge", "offline")
-  for name, value in (("mentor", mentor), ("judge", judge)):
-    if value not in ("offline", "llm"):
-      raise ValueError(f"hygrl.{name}={value!r}: expected offline or llm")
-  if mentor == judge == "offline":
+  found = role_backend(config, workdir, log)
+  if found is None:
     return None, None
-  backend = llm_backends.make_backend(config.agents, cache_path=Path(workdir) /
-                             "llm_cache.sqlite")
-  if backend is None:
-    raise ValueError("hygrl.mentor/judge=llm needs a text LLM: "
-                     "--config.agents.backend=gemini or openai")
-  usage = llm_usage.UsageReport()
-  log(f"HyGRL RL stage: mentor {mentor}, sufficiency judge {judge} "
-      f"({backend!r})")
-  return LLMJudgements(backend, ws.kg, usage, mentor=mentor == "llm",
-                       judge=judge == "llm",
+  backend, usage = found
+  mentor, judge = llm_roles(config.hygrl)
+  h = config.hygrl
+  return LLMJudgements(backend, ws.kg, usage, mentor=mentor, judge=judge,
                        pairs_per_question=h.get("llm_pairs_per_question",
                                                 2)), usage
 

@@ -14,7 +14,8 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.errors import ConfigError
+from racer_jax.agents.hygrl_mentors import (PassageJudgements, llm_roles,
+                                            role_backend)
 from racer_jax.eval import multihop_budget, multihop_eval
 from racer_jax.graph import heuristics
 from racer_jax.rl import hygrl, hygrl_passages, hygrl_update
@@ -62,17 +63,26 @@ def batch_rows(rows: np.ndarray, step: int, seed: int, size: int):
   return order[i * size:(i + 1) * size]
 
 
+def llm_judgements(config, workdir, ws, log):
+  """``(PassageJudgements, UsageReport)`` when ``hygrl.mentor`` or
+  ``hygrl.judge`` is ``llm`` (the backend of ``config.agents``, replies
+  cached in the workdir), else ``(None, None)``."""
+  found = role_backend(config, workdir, log)
+  if found is None:
+    return None, None
+  backend, usage = found
+  mentor, judge = llm_roles(config.hygrl)
+  h = config.hygrl
+  return PassageJudgements(
+      backend, ws.graph, ws.data.texts, usage, mentor=mentor, judge=judge,
+      pairs_per_question=h.get("llm_pairs_per_question", 2)), usage
+
+
 def train(config, data_dir, workdir, *, progress: bool = True,
           log: Callable[[str], None] = print,
           stop_after: int | None = None) -> dict:
   """Calibration, imitation then RL; returns the last logged metrics."""
   h = config.hygrl
-  for name in ("mentor", "judge"):
-    if h.get(name, "offline") != "offline":
-      raise ConfigError(
-          f"hygrl.{name}={h.get(name)!r}: the multi-hop run has the offline "
-          "oracles only so far (the LLM roles are written for ConceptNet "
-          "facts)")
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   run_config.save(config, workdir, STAGE)
@@ -103,6 +113,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         inputs_fn=hygrl_passages.passage_inputs, pass_loss=True)
 
   programs = {"imitation": program("imitation")}
+  judgements, usage = llm_judgements(config, workdir, ws, log)
   node_vecs = jax.device_put(ws.node_vecs)
   theta_dev = jax.device_put(theta)
   log(f"training on {len(rows)} questions, {per_epoch} updates per epoch")
@@ -121,7 +132,21 @@ def train(config, data_dir, workdir, *, progress: bool = True,
             f"{fit['policy_nodes_added_train']:.2f} nodes, the heuristic "
             f"{fit['heuristic_nodes_added_train']:.2f})")
       programs["rl"] = program("rl", rl_tau[0])
-    state, metrics = programs[stage](state, batch, node_vecs, theta_dev)
+      if judgements is not None:
+        programs["propose"] = hygrl_update.make_rl_proposal(
+            policy, dataclasses.replace(cfg, beam=dataclasses.replace(
+                cfg.beam, tau=float(rl_tau[0] or cfg.beam.tau))),
+            inputs_fn=hygrl_passages.passage_inputs)
+    if stage == "rl" and judgements is not None:
+      proposal = jax.device_get(programs["propose"](state, batch, node_vecs,
+                                                    theta_dev))
+      shown = [(ws.data.questions[i].question, ws.data.questions[i].answer)
+               for i in batch_rows(rows, step, config.seed, bs)]
+      external = judgements.external(batch, shown, proposal)
+      state, metrics = programs[stage](state, batch, node_vecs, theta_dev,
+                                       external)
+    else:
+      state, metrics = programs[stage](state, batch, node_vecs, theta_dev)
     metrics = {k: metrics.get(k, 0.0) for k in (
         "loss", "finite", "grad_norm", "labels", "scst_loss", "margin_loss",
         "reward_sample", "reward_greedy")}
@@ -135,6 +160,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       stop_after=stop_after,
       record=lambda done: {
           "theta": theta.tolist(), "rl_policy_tau": rl_tau[0],
+          "llm": usage.to_dict() if usage else None,
           "stage": "imitation" if done <= h.imitation_steps else "rl"},
       progress=progress, desc="train hygrl (multi-hop)")
   if finished:

@@ -139,3 +139,33 @@ def test_failed_llm_answers_are_no_llm_result(head_run, tmp_path):
   with pytest.raises(LLMError, match="NOT AN LLM RESULT"):
     evaluate_run.check_required(figures, {"require_llm": True})
   assert (out / "full.seed0.jsonl").read_text().count("\n") == 4
+
+
+@pytest.mark.xdist_group("llama")
+def test_explorer_alone_on_a_real_model(head_run, llama_server, tmp_path):
+  """--explorer_only with graph=explorer: SmolLM2 explores the KG through
+  the graph functions and answers; GraphDancer's figures come from its
+  transcripts (one record per question)."""
+  config, workdir = _copy(head_run, tmp_path, "explorer")
+  figures = evaluate_run.evaluate_run(
+      config, None, workdir,
+      {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
+       "explorer_only": True, "max_questions": 3,
+       "llm_setting": ["graph=explorer", "max_interactions=3",
+                       "max_output_tokens=128", "thinking_budget=0",
+                       "max_concurrency=1"]}, progress=False)
+  assert figures["questions"] == figures["explorer_questions"] == 3
+  for key in ("valid_format_rate", "valid_step_rate", "valid_call_rate",
+              "unfinished_at_limit", "explorer_accuracy",
+              "explorer_rouge_l"):
+    assert 0.0 <= figures[key] <= 1.0, key
+  assert 0.0 <= figures["calls_per_question"] <= 3
+  assert figures["llm"]["per_agent"]["explorer"]["calls"] >= 3
+  out = next((workdir / "eval").glob("*.explorer_only.first3"))
+  rows = [json.loads(x) for x in (out / "explorer.jsonl").read_text(
+      ).splitlines()]
+  assert len(rows) == 3 and all(r["explorer"][0]["steps"] >= 1
+                                for r in rows)
+  with pytest.raises(Exception, match="graph=explorer"):
+    evaluate_run.evaluate_run(config, None, workdir,
+                              {"explorer_only": True}, progress=False)

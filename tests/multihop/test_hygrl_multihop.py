@@ -107,21 +107,28 @@ def test_stage_optimizer_switches_to_adam_for_rl():
   assert abs(updates[0]) > 9e-4
 
 
-def _tiny_run(tmp_path):
-  """A trained tiny run: ``(data_dir, config, workdir)``."""
-  data = tiny.write(tmp_path / "data")
+def _tiny_config(steps: int = 2):
+  """The 2Wiki config at the tiny set's size: static vectors, 16 nodes,
+  ``steps`` imitation and ``steps`` RL updates of 4 questions."""
   config = hygrl_2wiki.get_config()
   config.text.encoder = "static"
   config.multihop.max_nodes = 16
   config.multihop.max_edges = 64
   config.multihop.latency_questions = 2
-  config.hygrl.imitation_steps = 2
-  config.hygrl.rl_steps = 2
+  config.hygrl.imitation_steps = steps
+  config.hygrl.rl_steps = steps
   config.batch.batch_size = 4
   config.eval.batch_size = 4
   config.train.log_every = 1
   # the tiny set is too small for a dev part: score all three questions
   config.eval.split = "all"
+  return config
+
+
+def _tiny_run(tmp_path):
+  """A trained tiny run: ``(data_dir, config, workdir)``."""
+  data = tiny.write(tmp_path / "data")
+  config = _tiny_config()
   workdir = tmp_path / "run"
   run_stage.train(config, str(data), workdir, progress=False)
   return data, config, workdir
@@ -178,3 +185,31 @@ def test_reader_and_explorer_on_a_real_model(llama_server, tmp_path):
   rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
   assert all("transcript" in r and "reader_answer" in r for r in rows)
   assert sum(r["steps"] for r in rows) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("llama")
+def test_llm_mentor_and_judge_in_the_rl_stage(llama_server, tmp_path):
+  """hygrl.mentor=llm, hygrl.judge=llm: a real model (SmolLM2 on
+  llama.cpp) prefers candidates and judges the retrieved passages in the
+  RL updates; its calls are counted in the checkpoint's record."""
+  from racer_jax.runs.checkpoints import Checkpointer
+  data = tiny.write(tmp_path / "data")
+  config = _tiny_config(steps=1)
+  config.hygrl.mentor = "llm"
+  config.hygrl.judge = "llm"
+  config.hygrl.llm_pairs_per_question = 1
+  config.agents.backend = "openai"
+  config.agents.model = MODEL_ALIAS
+  config.agents.base_url = llama_server
+  config.agents.max_concurrency = 1
+  workdir = tmp_path / "run"
+  last = run_stage.train(config, str(data), workdir, progress=False)
+  assert last["finite"] == 1.0
+  ckpt = Checkpointer(workdir / "checkpoints")
+  record = ckpt.record(ckpt.all_steps()[-1])
+  ckpt.close()
+  per_agent = record["llm"]["per_agent"]
+  # two judgements (sample, greedy) per usable question, and mentor calls
+  assert per_agent["judge"]["calls"] >= 2
+  assert per_agent["mentor"]["calls"] >= 1

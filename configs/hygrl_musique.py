@@ -14,6 +14,10 @@ from configs import hygrl_2wiki
 def get_config():
   config = hygrl_2wiki.get_config()
   config.multihop.dataset = "musique"
-  # about 80 training questions: epochs of one batch
+  # about 80 training questions: batches of 64 (256 would be three
+  # quarters padding), fewer updates
   config.hygrl.calibration_questions = 80
+  config.batch.batch_size = 64
+  config.hygrl.imitation_steps = 100
+  config.hygrl.rl_steps = 100
   return config

@@ -146,7 +146,8 @@ def test_explorer_alone_on_a_real_model(head_run, llama_server, tmp_path):
   """--explorer_only with graph=explorer: SmolLM2 explores the KG through
   the graph functions and answers; GraphDancer's figures come from its
   transcripts (one record per question)."""
-  config, workdir = _copy(head_run, tmp_path, "explorer")
+  _, workdir = _copy(head_run, tmp_path, "explorer")
+  config = evaluate_run.load_run_config(workdir)
   figures = evaluate_run.evaluate_run(
       config, None, workdir,
       {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,

@@ -164,35 +164,12 @@ def test_train_and_evaluate_a_tiny_run(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("llama")
-def test_reader_and_explorer_on_a_real_model(llama_server, tmp_path):
-  """--backend with graph=explorer: SmolLM2 on llama.cpp reads the policy's
-  passages and explores the passage graph; every figure is computed from
-  what it returned."""
-  data, config, workdir = _tiny_run(tmp_path)
-  figures = evaluate_run.evaluate_run(
-      evaluate_run.load_run_config(workdir), str(data), workdir,
-      {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
-       "llm_setting": ["graph=explorer", "max_interactions=3",
-                       "max_concurrency=1", "timeout_s=300"]},
-      progress=False)
-  assert figures["llm_questions"] == figures["explorer_questions"] == 3
-  assert figures["llm"]["model"] == MODEL_ALIAS
-  assert figures["reader_tokens_per_question"] > 0
-  for key in ("valid_format_rate", "valid_call_rate", "evidence_hit_rate",
-              "unfinished_at_limit", "explorer_accuracy", "reader_f1"):
-    assert 0.0 <= figures[key] <= 1.0, key
-  assert 0.0 <= figures["calls_per_question"] <= 3
-  rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
-  assert all("transcript" in r and "reader_answer" in r for r in rows)
-  assert sum(r["steps"] for r in rows) >= 3
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("llama")
-def test_llm_mentor_and_judge_in_the_rl_stage(llama_server, tmp_path):
-  """hygrl.mentor=llm, hygrl.judge=llm: a real model (SmolLM2 on
-  llama.cpp) prefers candidates and judges the retrieved passages in the
-  RL updates; its calls are counted in the checkpoint's record."""
+def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
+  """One tiny run with SmolLM2 on llama.cpp in every LLM seat: the mentor
+  prefers candidates and the judge reads the retrieved passages in the RL
+  updates (counted in the checkpoint's record); then the evaluation's
+  reader answers from the policy's passages and the explorer walks the
+  passage graph, every figure computed from what the model returned."""
   from racer_jax.runs.checkpoints import Checkpointer
   data = tiny.write(tmp_path / "data")
   config = _tiny_config(steps=1)
@@ -213,3 +190,21 @@ def test_llm_mentor_and_judge_in_the_rl_stage(llama_server, tmp_path):
   # two judgements (sample, greedy) per usable question, and mentor calls
   assert per_agent["judge"]["calls"] >= 2
   assert per_agent["mentor"]["calls"] >= 1
+
+  figures = evaluate_run.evaluate_run(
+      evaluate_run.load_run_config(workdir), str(data), workdir,
+      {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
+       "llm_setting": ["graph=explorer", "max_interactions=3",
+                       "max_output_tokens=128", "thinking_budget=0",
+                       "max_concurrency=1", "timeout_s=300"]},
+      progress=False)
+  assert figures["llm_questions"] == figures["explorer_questions"] == 3
+  assert figures["llm"]["model"] == MODEL_ALIAS
+  assert figures["reader_tokens_per_question"] > 0
+  for key in ("valid_format_rate", "valid_call_rate", "evidence_hit_rate",
+              "unfinished_at_limit", "explorer_accuracy", "reader_f1"):
+    assert 0.0 <= figures[key] <= 1.0, key
+  assert 0.0 <= figures["calls_per_question"] <= 3
+  rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
+  assert all("transcript" in r and "reader_answer" in r for r in rows)
+  assert sum(r["steps"] for r in rows) >= 3

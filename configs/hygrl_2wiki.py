@@ -46,6 +46,8 @@ def get_config():
   # on the training questions as HyGRL-Heuristic at heuristic_tau (an
   # equal node budget); False: hygrl.tau as set
   config.multihop.fit_policy_tau = True
+  config.multihop.policy_tau_grid = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                                     0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
   h = config.hygrl
   h.hidden_sizes = (512, 256, 128)
   h.policy_features = "scores"        # the (2L+1)-dim vector

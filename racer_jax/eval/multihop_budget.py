@@ -27,18 +27,21 @@ FIELD = "hygrl_policy_tau"
 
 def fit_policy_tau(retriever_cls, config, ws, params, theta, rows,
                    size: int) -> tuple[float, dict]:
-  """``(τ, figures)``: the τ of :data:`TAUS` whose mean nodes added on
-  ``rows`` is closest to the heuristic's (ties: the larger τ)."""
+  """``(τ, figures)``: the τ of ``multihop.policy_tau_grid`` (default
+  :data:`TAUS`) whose mean nodes added on ``rows`` is closest to the
+  heuristic's (ties: the larger τ). Each τ compiles the search anew."""
+  taus = tuple(float(t) for t in config.multihop.get("policy_tau_grid",
+                                                      TAUS))
   node_vecs = jax.device_put(ws.node_vecs)
   _, cost = retriever_cls(config, params, theta).rank(ws, rows, node_vecs,
                                                       size, 1)
   target = float(np.mean(cost["heuristic"]["added"]))
   added = {}
-  for tau in TAUS:
+  for tau in taus:
     _, cost = retriever_cls(config, params, theta, policy_tau=tau).rank(
         ws, rows, node_vecs, size, 1)
     added[tau] = float(np.mean(cost["policy"]["added"]))
-  best = min(TAUS, key=lambda t: (abs(added[t] - target), -t))
+  best = min(taus, key=lambda t: (abs(added[t] - target), -t))
   return best, {"heuristic_nodes_added_train": target,
                 "policy_nodes_added_train": added[best],
                 "policy_tau_sweep": added}

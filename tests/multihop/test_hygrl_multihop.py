@@ -115,6 +115,7 @@ def _tiny_config(steps: int = 2):
   config.multihop.max_nodes = 16
   config.multihop.max_edges = 64
   config.multihop.latency_questions = 2
+  config.multihop.policy_tau_grid = (0.1, 0.5)  # each τ compiles anew
   config.hygrl.imitation_steps = steps
   config.hygrl.rl_steps = steps
   config.batch.batch_size = 4

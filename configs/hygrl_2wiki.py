@@ -15,9 +15,8 @@ hyperparameters are the defaults:
   = ``llm`` asks the configured LLM backend instead).
 
   python launch/train.py --config=configs/hygrl_2wiki.py \\
-      --data_dir=../shared/data --workdir=runs/hygrl_2wiki
-  python launch/evaluate.py --workdir=runs/hygrl_2wiki \\
-      --data_dir=../shared/data
+      --data_dir=DATA --workdir=runs/hygrl_2wiki
+  python launch/evaluate.py --workdir=runs/hygrl_2wiki --data_dir=DATA
 """
 
 import ml_collections
@@ -74,4 +73,17 @@ def get_config():
   config.eval.batch_size = 64
   config.train.log_every = 25
   config.train.checkpoint_every = 100
+  return config
+
+
+def sample_config(dataset: str):
+  """The same run on a 100-question sample with its own corpus (HotpotQA,
+  MuSiQue; exact gold): about 80 training questions, so batches of 64
+  (256 would be three quarters padding) and fewer updates."""
+  config = get_config()
+  config.multihop.dataset = dataset
+  config.hygrl.calibration_questions = 80
+  config.batch.batch_size = 64
+  config.hygrl.imitation_steps = 100
+  config.hygrl.rl_steps = 100
   return config

@@ -1,23 +1,12 @@
-"""HyGRL on the MuSiQue sample (100 questions over its own corpus, exact
-gold passages), run as configs/hygrl_2wiki.py runs 2WikiMultiHopQA: the
-same paper hyperparameters, a fixed quarter of the questions as dev.
+"""HyGRL on the MuSiQue sample, run as configs/hygrl_2wiki.py runs
+2WikiMultiHopQA (:func:`configs.hygrl_2wiki.sample_config`).
 
-  python launch/train.py --config=configs/hygrl_musique.py \\
-      --data_dir=../shared/data --workdir=runs/hygrl_musique
-  python launch/evaluate.py --workdir=runs/hygrl_musique \
-      --data_dir=../shared/data
+  python launch/train.py --config=configs/hygrl_musique.py --workdir=runs/hygrl_musique
+  python launch/evaluate.py --workdir=runs/hygrl_musique
 """
 
 from configs import hygrl_2wiki
 
 
 def get_config():
-  config = hygrl_2wiki.get_config()
-  config.multihop.dataset = "musique"
-  # about 80 training questions: batches of 64 (256 would be three
-  # quarters padding), fewer updates
-  config.hygrl.calibration_questions = 80
-  config.batch.batch_size = 64
-  config.hygrl.imitation_steps = 100
-  config.hygrl.rl_steps = 100
-  return config
+  return hygrl_2wiki.sample_config("musique")

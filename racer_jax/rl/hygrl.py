@@ -89,6 +89,23 @@ class HyGRLInputs:
   usable: jax.Array
 
 
+def graph_tables(senders, receivers, edge_mask, node_mask, seeds, gold,
+                 cfg: HyGRLConfig):
+  """Per question of a batch of padded graphs (leading axis B): the dense
+  adjacency [B, N, N], PPR from the seeds [B, N], Adamic-Adar and Jaccard
+  [B, N, N] and the BFS distance to the gold nodes [B, N]."""
+  def one(s, r, em, nm, sd, gd):
+    adj = heuristics.dense_adjacency(s, r, em, nm.shape[0])
+    ppr = heuristics.personalized_pagerank(
+        s, r, em, nm, sd, restart_prob=cfg.restart_prob,
+        num_iters=cfg.ppr_iters)
+    return (adj, ppr, heuristics.adamic_adar(adj, nm),
+            heuristics.jaccard(adj, nm),
+            teacher.bfs_distance(s, r, em, gd, nm))
+
+  return jax.vmap(one)(senders, receivers, edge_mask, node_mask, seeds, gold)
+
+
 def hygrl_inputs(batch, concept_emb, cfg: HyGRLConfig) -> HyGRLInputs:
   """Builds the batched inputs from a GraphBatch (jittable)."""
   nodes = batch.graphs.nodes
@@ -99,18 +116,9 @@ def hygrl_inputs(batch, concept_emb, cfg: HyGRLConfig) -> HyGRLInputs:
           batch.node_mask & (batch.gold >= 0)[:, None])
   seeds = nodes["is_question"] & batch.node_mask
 
-  def one(s, r, em, nm, sd, gd):
-    adj = heuristics.dense_adjacency(s, r, em, nm.shape[0])
-    ppr = heuristics.personalized_pagerank(
-        s, r, em, nm, sd, restart_prob=cfg.restart_prob,
-        num_iters=cfg.ppr_iters)
-    return (adj, ppr, heuristics.adamic_adar(adj, nm),
-            heuristics.jaccard(adj, nm),
-            teacher.bfs_distance(s, r, em, gd, nm))
-
-  adj, ppr, aa, jac, dist = jax.vmap(one)(
+  adj, ppr, aa, jac, dist = graph_tables(
       batch.graphs.senders, batch.graphs.receivers, batch.edge_mask,
-      batch.node_mask, seeds, gold)
+      batch.node_mask, seeds, gold, cfg)
   choice = jnp.any(batch.choice_mask & batch.choice_valid[:, None, :],
                    axis=2) & batch.node_mask
   return HyGRLInputs(adj=adj, node_mask=batch.node_mask, seeds=seeds,
@@ -248,8 +256,16 @@ def calibration_batch(batch, concept_emb, cfg: HyGRLConfig):
   question concepts) of a batch: label = on a shortest path from a question
   concept to the gold answer. Returns ``(metrics [B, N, M], labels [B, N],
   mask [B, N])``, M per :func:`fusion_metrics`."""
-  x = hygrl_inputs(batch, concept_emb, cfg)
+  return calibration_of(hygrl_inputs(batch, concept_emb, cfg),
+                        batch.graphs.senders, batch.graphs.receivers,
+                        batch.edge_mask, cfg)
 
+
+def calibration_of(x: HyGRLInputs, senders, receivers, edge_mask,
+                   cfg: HyGRLConfig):
+  """The first-step candidates' metrics [B, N, M], labels [B, N] (on a
+  shortest seed-to-gold path) and mask [B, N] of batched inputs ``x`` and
+  their edge lists [B, E]."""
   def one(x, s, r, em):
     frontier = beam.frontier_of(x.adj, x.seeds, x.node_mask)
     dq = teacher.bfs_distance(s, r, em, x.seeds, x.node_mask)
@@ -259,8 +275,7 @@ def calibration_batch(batch, concept_emb, cfg: HyGRLConfig):
     return (candidate_metrics(x, x.seeds, frontier, cfg.heuristic_choice),
             label, frontier & x.usable)
 
-  return jax.vmap(one)(x, batch.graphs.senders, batch.graphs.receivers,
-                       batch.edge_mask)
+  return jax.vmap(one)(x, senders, receivers, edge_mask)
 
 
 def make_retrieval_eval(policy: HyGRLPolicy, cfg: HyGRLConfig):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from racer_jax.graph import beam, heuristics, teacher
+from racer_jax.graph import beam
 from racer_jax.rl import hygrl
 from racer_jax.rl.hygrl import HyGRLConfig, HyGRLInputs
 
@@ -38,18 +38,9 @@ def passage_inputs(batch, node_vecs, cfg: HyGRLConfig) -> HyGRLInputs:
   seeds = batch["seeds"] & node_mask
   gold = batch["gold"] & node_mask
 
-  def one(s, r, em, nm, sd, gd):
-    adj = heuristics.dense_adjacency(s, r, em, nm.shape[0])
-    ppr = heuristics.personalized_pagerank(
-        s, r, em, nm, sd, restart_prob=cfg.restart_prob,
-        num_iters=cfg.ppr_iters)
-    return (adj, ppr, heuristics.adamic_adar(adj, nm),
-            heuristics.jaccard(adj, nm),
-            teacher.bfs_distance(s, r, em, gd, nm))
-
-  adj, ppr, aa, jac, dist = jax.vmap(one)(
+  adj, ppr, aa, jac, dist = hygrl.graph_tables(
       batch["senders"], batch["receivers"], batch["edge_mask"], node_mask,
-      seeds, gold)
+      seeds, gold, cfg)
   return HyGRLInputs(
       adj=adj, node_mask=node_mask, seeds=seeds, gold=gold,
       choice=jnp.zeros_like(node_mask), node_emb=node_emb,
@@ -63,20 +54,9 @@ def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):
   candidates (neighbors of the seeds); label = on a shortest path from a
   seed to a gold passage. ``(metrics [B, N, M], labels [B, N], mask [B,
   N])``."""
-  x = passage_inputs(batch, node_vecs, cfg)
-
-  def one(x, s, r, em):
-    frontier = beam.frontier_of(x.adj, x.seeds, x.node_mask)
-    dq = teacher.bfs_distance(s, r, em, x.seeds, x.node_mask)
-    total = dq + x.gold_distance
-    shortest = jnp.min(jnp.where(x.node_mask, total, teacher.UNREACHABLE))
-    label = (total == shortest) & (shortest < teacher.UNREACHABLE)
-    return (hygrl.candidate_metrics(x, x.seeds, frontier,
-                                    cfg.heuristic_choice),
-            label, frontier & x.usable)
-
-  return jax.vmap(one)(x, batch["senders"], batch["receivers"],
-                       batch["edge_mask"])
+  return hygrl.calibration_of(passage_inputs(batch, node_vecs, cfg),
+                              batch["senders"], batch["receivers"],
+                              batch["edge_mask"], cfg)
 
 
 def make_passage_retrieval(policy, cfg: HyGRLConfig):

@@ -32,14 +32,27 @@ def calibrate(config, dataset, concept_emb, log=print,
   if with_choice is not None:
     cfg = dataclasses.replace(cfg, heuristic_choice=with_choice)
   fn = jax.jit(lambda b, c: hygrl.calibration_batch(b, c, cfg))
+
+  def parts():
+    seen = 0
+    for batch in dataset.ordered_batches(config.batch.batch_size):
+      yield (*jax.device_get(fn(batch, concept_emb)),
+             int(batch.example_mask.sum()))
+      seen += int(batch.example_mask.sum())
+      if seen >= config.hygrl.calibration_questions:
+        break
+
+  return fit_fusion(parts(), cfg, log)
+
+
+def fit_fusion(parts, cfg, log=print) -> np.ndarray:
+  """θ fitted on ``parts``: ``(metrics [B, N, M], labels [B, N], mask [B,
+  N], questions)`` of calibration batches (host arrays)."""
   metrics, labels, seen = [], [], 0
-  for batch in dataset.ordered_batches(config.batch.batch_size):
-    m, l, mask = jax.device_get(fn(batch, concept_emb))
+  for m, lab, mask, questions in parts:
     metrics.append(m[mask])
-    labels.append(l[mask])
-    seen += int(batch.example_mask.sum())
-    if seen >= config.hygrl.calibration_questions:
-      break
+    labels.append(lab[mask])
+    seen += questions
   metrics, labels = np.concatenate(metrics), np.concatenate(labels)
   if not len(labels):
     raise ValueError("no labeled candidates to calibrate the fusion on")

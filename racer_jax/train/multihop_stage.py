@@ -17,8 +17,7 @@ import numpy as np
 from racer_jax.agents.hygrl_mentors import (PassageJudgements, llm_roles,
                                             role_backend)
 from racer_jax.eval import multihop_budget, multihop_eval
-from racer_jax.graph import heuristics
-from racer_jax.rl import hygrl, hygrl_passages, hygrl_update
+from racer_jax.rl import hygrl_passages, hygrl_update
 from racer_jax.runs import run_config
 from racer_jax.runs.builders import hygrl_config
 from racer_jax.runs.checkpoints import Checkpointer
@@ -26,6 +25,7 @@ from racer_jax.runs.multihop_state import (create_state, prep_dir,
                                            train_rows)
 from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
 from racer_jax.runs.update_loop import run_stage_updates
+from racer_jax.train.hygrl_stage import fit_fusion
 
 STAGE = "hygrl_multihop"
 
@@ -36,22 +36,11 @@ def calibrate(config, ws: MultiHopWorkspace, rows, log=print) -> np.ndarray:
   cfg = hygrl_config(config)
   fn = jax.jit(lambda b, v: hygrl_passages.calibration_batch(b, v, cfg))
   rows = rows[:config.hygrl.calibration_questions]
-  metrics, labels = [], []
   size = config.eval.batch_size
-  for start in range(0, len(rows), size):
-    m, lab, mask = jax.device_get(fn(ws.batch(rows[start:start + size], size),
-                                     ws.node_vecs))
-    metrics.append(m[mask])
-    labels.append(lab[mask])
-  metrics, labels = np.concatenate(metrics), np.concatenate(labels)
-  if not len(labels):
-    raise ValueError("no labeled candidates to calibrate the fusion on")
-  theta = np.asarray(heuristics.calibrate_fusion(metrics, labels))
-  weights = np.asarray(jax.nn.softmax(theta)).round(3).tolist()
-  log(f"fusion weights over {dict(zip(hygrl.fusion_metrics(cfg), weights))}"
-      f" from {len(labels):,} candidates of {len(rows)} questions "
-      f"({labels.mean():.1%} positive)")
-  return theta
+  parts = ((*jax.device_get(fn(ws.batch(rows[i:i + size], size),
+                               ws.node_vecs)), len(rows[i:i + size]))
+           for i in range(0, len(rows), size))
+  return fit_fusion(parts, cfg, log)
 
 
 def batch_rows(rows: np.ndarray, step: int, seed: int, size: int):

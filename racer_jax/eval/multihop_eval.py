@@ -23,7 +23,6 @@ import logging
 import time
 from pathlib import Path
 
-import bm25s
 import jax
 import numpy as np
 from tqdm.auto import tqdm
@@ -62,6 +61,10 @@ def beam_ranking(nodes, position, rest, num_passages: int, k: int):
 
 
 def bm25_rankings(ws: MultiHopWorkspace, rows, k: int) -> list[list[int]]:
+  # bm25s runs a jax op when it is imported, which starts the XLA backend:
+  # imported at module level it would break jax.distributed.initialize() in
+  # launch/train.py, so it is imported only here.
+  import bm25s  # pylint: disable=g-import-not-at-top
   corpus = [f"{t} {x}" for t, x in zip(ws.data.titles, ws.data.texts)]
   logging.getLogger("bm25s").setLevel(logging.WARNING)
   retriever = bm25s.BM25()

@@ -10,7 +10,10 @@ hyperparameters are the defaults:
   5e-4; batch 256;
 * the relevance scores m are cosines of all-MiniLM-L6-v2 vectors (a
   bi-encoder: the paper's cross-encoder over (Q ⊕ N_s, Text(a)) would run
-  once per state and candidate, see README);
+  once per state and candidate, see README); ``multihop.relevance=
+  cross_encoder`` fine-tunes the MiniLM cross-encoder on the training
+  questions and scores each subgraph node once per question, m_ce(Q ⊕ N_0,
+  n), for the vector's question entries;
 * mentor and judge: the offline oracles (``hygrl.mentor`` / ``hygrl.judge``
   = ``llm`` asks the configured LLM backend instead).
 
@@ -45,6 +48,13 @@ def get_config():
   # on the training questions as HyGRL-Heuristic at heuristic_tau (an
   # equal node budget); False: hygrl.tau as set
   config.multihop.fit_policy_tau = True
+  # m(Q, .) in the (2L+1) vector: "bi_encoder" (cosines) or
+  # "cross_encoder" (the MiniLM cross-encoder fine-tuned on the training
+  # questions, listwise: each gold passage against its hard negatives)
+  config.multihop.relevance = "bi_encoder"
+  config.multihop.reranker = ml_collections.ConfigDict(dict(
+      max_length=64, negatives=5, epochs=1, lists_per_batch=8,
+      learning_rate=3e-5))
   config.multihop.policy_tau_grid = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                                      0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
   h = config.hygrl

@@ -35,7 +35,7 @@ from racer_jax.rl import hygrl_passages
 from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
 from racer_jax.runs.checkpoints import restore_run, restore_template
 from racer_jax.runs.multihop_state import create_state, prep_dir
-from racer_jax.runs import multihop_workspace, run_config
+from racer_jax.runs import multihop_relevance, multihop_workspace, run_config
 from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
 
 METHODS = ("policy", "heuristic", "bm25", "dense")
@@ -75,6 +75,20 @@ def bm25_rankings(ws: MultiHopWorkspace, rows, k: int) -> list[list[int]]:
                            show_progress=False)
   ids, _ = retriever.retrieve(queries, k=k, show_progress=False)
   return [[int(p) for p in r] for r in ids]
+
+
+def reranker_rankings(ws: MultiHopWorkspace, rows, k: int
+                      ) -> list[list[int]]:
+  """The subgraph's passages by the cross-encoder's m_ce alone (a
+  diagnostic of ``multihop.relevance=cross_encoder``: how much the search
+  adds to the reranker that feeds it)."""
+  out = []
+  for i in rows:
+    nodes = ws.arrays["nodes"][i]
+    keep = ws.graph.is_passage(nodes)
+    order = np.argsort(-ws.arrays["relevance"][i][keep], kind="stable")
+    out.append([int(p) for p in nodes[keep][order][:k]])
+  return out
 
 
 def dense_rankings(ws: MultiHopWorkspace, rows, k: int) -> list[list[int]]:
@@ -121,14 +135,18 @@ class BeamRetriever:
     return ranked, cost
 
 
-def _timed_end_to_end(config, ws, retriever, rows, node_vecs, size, k):
-  """Seconds to answer ``rows`` from their text: encode, link, cut, search
-  and rank (the compiled program reused)."""
+def _timed_end_to_end(config, ws, retriever, rows, node_vecs, size, k,
+                      reranker=None):
+  """Seconds to answer ``rows`` from their text: encode, link, cut, (the
+  cross-encoder's m_ce of the subgraph's nodes,) search and rank (the
+  compiled programs reused)."""
   start = time.perf_counter()
   vecs = ws.encoder.encode([ws.data.questions[i].question for i in rows])
   for j, i in enumerate(rows):
     multihop_workspace.cut(config, ws.graph, ws.node_vecs,
                            ws.data.questions[i].question, vecs[j])
+  if reranker is not None:
+    multihop_relevance.relevance_table(ws, reranker, rows)
   retriever.rank(ws, rows, node_vecs, size, k)
   return time.perf_counter() - start
 
@@ -164,6 +182,8 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
     raise ConfigError(f"no question of {ws.data.source} ({split}) has gold "
                       "passages to score")
   rows = rows[labeled]
+  reranker = multihop_relevance.add_relevance(config, ws, workdir, log=log,
+                                              progress=progress)
   # the optimizer's hyperparameters (steps per epoch) do not shape its state
   _, _, template = restore_template(create_state, config,
                                     ws.node_vecs.shape[1], 1)
@@ -176,6 +196,8 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   if eval_file and run_config.chosen(run_config.load(workdir), FIELD) is None:
     train_ws = prepare(config, data_dir, prep_dir(config, workdir), log=log,
                        progress=progress)
+    multihop_relevance.add_relevance(config, train_ws, workdir, log=log,
+                                     progress=progress)
   tau = multihop_budget.chosen_policy_tau(
       BeamRetriever, config, workdir, ws, state.params, theta, log=log,
       train_ws=train_ws)
@@ -184,21 +206,26 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   size = config.eval.batch_size
   ranked, cost = retriever.rank(ws, rows[:size], node_vecs, size, k_max)
   seconds = _timed_end_to_end(config, ws, retriever, rows, node_vecs, size,
-                              k_max)
+                              k_max, reranker)
   ranked, cost = retriever.rank(ws, rows, node_vecs, size, k_max)
   ranked["bm25"] = bm25_rankings(ws, rows, k_max)
   ranked["dense"] = dense_rankings(ws, rows, k_max)
+  methods = METHODS
+  if reranker is not None:
+    ranked["reranker"] = reranker_rankings(ws, rows, k_max)
+    methods += ("reranker",)
   latency = []
   timed = rows[:config.multihop.latency_questions]
   if len(timed):  # compiles the one-question program
-    _timed_end_to_end(config, ws, retriever, timed[:1], node_vecs, 1, k_max)
+    _timed_end_to_end(config, ws, retriever, timed[:1], node_vecs, 1, k_max,
+                      reranker)
   for i in tqdm(timed, desc="latency",
                 disable=not progress, leave=False):
     latency.append(_timed_end_to_end(config, ws, retriever, np.asarray([i]),
-                                     node_vecs, 1, k_max))
+                                     node_vecs, 1, k_max, reranker))
   questions = [ws.data.questions[i] for i in rows]
   per_q = {}
-  for method in METHODS:
+  for method in methods:
     for k in ks:
       per_q[f"{method}_recall_at_{k}"] = [
           recall_at(r, q.gold, k) for r, q in zip(ranked[method], questions)]
@@ -218,6 +245,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
       dataset=config.multihop.dataset, split=split, step=int(state.step),
       policy_tau=tau, heuristic_tau=retriever.cfg.heuristic_tau,
       source=ws.data.source, encoder=ws.encoder.name,
+      relevance=config.multihop.get("relevance", "bi_encoder"),
       questions_per_second=len(rows) / seconds,
       latency_p50_s=float(np.median(latency)) if latency else None,
       latency_p90_s=float(np.percentile(latency, 90)) if latency else None,
@@ -237,7 +265,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
     for j, q in enumerate(questions):
       f.write(json.dumps({"id": q.id, "exact": q.exact,
                           "spans": int(ws.spans[rows[j]]),
-                          **{m: ranked[m][j] for m in METHODS},
+                          **{m: ranked[m][j] for m in methods},
                           **llm_records.get(q.id, {})}) + "\n")
   log(report_text(figures, ks))
   return figures
@@ -274,7 +302,9 @@ def report_text(f: dict, ks) -> str:
   header = "method      " + "  ".join(
       f"R@{k} all  exact  multi" for k in ks)
   lines.append(header)
-  for m in METHODS:
+  shown = METHODS + (("reranker",) if any(k.startswith("reranker_")
+                                          for k in f) else ())
+  for m in shown:
     cells = []
     for k in ks:
       vals = [f.get(f"{m}_recall_at_{k}{s}") for s in ("", "_exact",

@@ -74,6 +74,8 @@ class HyGRLInputs:
     ppr: float32 [N]; adamic_adar, jaccard: float32 [N, N].
     gold_distance: int32 [N] hops to the gold answer's concepts.
     usable: bool [] has question and gold concepts (a real, labeled row).
+    relevance: float32 [N] m_ce(Q, n) from a cross-encoder, or None (the
+      bi-encoder's cosines instead; :func:`score_features`).
   """
   adj: jax.Array
   node_mask: jax.Array
@@ -87,6 +89,7 @@ class HyGRLInputs:
   jaccard: jax.Array
   gold_distance: jax.Array
   usable: jax.Array
+  relevance: Any = None
 
 
 def graph_tables(senders, receivers, edge_mask, node_mask, seeds, gold,
@@ -155,22 +158,31 @@ def heuristic_prob(theta, x: HyGRLInputs, in_sequence, frontier,
 
 
 def score_features(x: HyGRLInputs, window, in_sequence):
-  """HyGRL's state-action vector of relevance scores m (cosines of the
-  unit node and question vectors), window L = ``window.shape[0]``.
+  """HyGRL's state-action vector of relevance scores m, window L =
+  ``window.shape[0]``.
 
   Returns ``(state [L, 1], action [N, L + 1])``: state_i = m(Q, n_i) for
   the window's nodes n_1..n_L (most recent first), action(a) = (m(n_1, a),
-  .., m(n_L, a), m(Q ⊕ N_s, a)) with Q ⊕ N_s the question and the whole
-  sequence (:func:`heuristics.sequence_context`); zeros where |N_s| < L.
-  Together the 2L + 1 numbers the policy reads for candidate a.
+  .., m(n_L, a), m(Q ⊕ N_s, a)); zeros where |N_s| < L. Together the
+  2L + 1 numbers the policy reads for candidate a.
+
+  m is the cosine of unit vectors (a bi-encoder), Q ⊕ N_s the question and
+  the whole sequence (:func:`heuristics.sequence_context`). With
+  ``x.relevance`` (a cross-encoder's m_ce(Q ⊕ N_0, n) of every node,
+  computed once per question from the question and its seeds N_0), that
+  replaces m(Q, n_i) and m(Q ⊕ N_s, a); node-to-node m stays the cosine.
   """
   valid = window >= 0
   wv = jnp.where(valid[:, None], x.node_emb[jnp.maximum(window, 0)], 0.0)
   hi = jax.lax.Precision.HIGHEST
-  state = jnp.where(valid, jnp.matmul(wv, x.query, precision=hi), 0.0)
   pair = jnp.matmul(x.node_emb, wv.T, precision=hi)          # [N, L]
-  context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
-  joint = heuristics.semantic_scores(x.node_emb, context)
+  if x.relevance is None:
+    state = jnp.where(valid, jnp.matmul(wv, x.query, precision=hi), 0.0)
+    context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
+    joint = heuristics.semantic_scores(x.node_emb, context)
+  else:
+    state = jnp.where(valid, x.relevance[jnp.maximum(window, 0)], 0.0)
+    joint = x.relevance
   return state[:, None], jnp.concatenate([pair, joint[:, None]], axis=-1)
 
 

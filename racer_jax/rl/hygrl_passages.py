@@ -10,7 +10,9 @@ A batch (host NumPy, leading axis B; built by
 * ``senders``, ``receivers`` int32 [B, E], ``edge_mask`` bool [B, E];
 * ``gold`` bool [B, N]: gold passages (training only: labels);
 * ``query`` float32 [B, d]: the question's unit vector;
-* ``example_mask`` bool [B]: a real row.
+* ``example_mask`` bool [B]: a real row;
+* optionally ``relevance`` float32 [B, N]: m_ce of every node
+  (:mod:`racer_jax.runs.multihop_relevance`).
 
 The table passed with it is every node's unit vector [V, d]. The beam, the
 heuristics, the policy and the losses are :mod:`racer_jax.rl.hygrl`'s.
@@ -46,7 +48,9 @@ def passage_inputs(batch, node_vecs, cfg: HyGRLConfig) -> HyGRLInputs:
       choice=jnp.zeros_like(node_mask), node_emb=node_emb,
       query=batch["query"], ppr=ppr, adamic_adar=aa, jaccard=jac,
       gold_distance=dist,
-      usable=batch["example_mask"] & jnp.any(seeds, 1) & jnp.any(gold, 1))
+      usable=batch["example_mask"] & jnp.any(seeds, 1) & jnp.any(gold, 1),
+      relevance=(jnp.where(node_mask, batch["relevance"], 0.0)
+                 if "relevance" in batch else None))
 
 
 def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):

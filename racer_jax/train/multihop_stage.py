@@ -18,7 +18,7 @@ from racer_jax.agents.hygrl_mentors import (PassageJudgements, llm_roles,
                                             role_backend)
 from racer_jax.eval import multihop_budget, multihop_eval
 from racer_jax.rl import hygrl_passages, hygrl_update
-from racer_jax.runs import run_config
+from racer_jax.runs import multihop_relevance, run_config
 from racer_jax.runs.builders import hygrl_config
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.multihop_state import (create_state, prep_dir,
@@ -78,6 +78,8 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   ws = prepare(config, data_dir, prep_dir(config, workdir), log=log,
                progress=progress)
   rows = train_rows(config, ws)
+  multihop_relevance.add_relevance(config, ws, workdir, rows, train=True,
+                                   progress=progress, log=log)
   bs = config.batch.batch_size
   per_epoch = max(1, math.ceil(len(rows) / bs))
   policy, optimizer, state = create_state(config, ws.node_vecs.shape[1],

@@ -71,6 +71,31 @@ def test_score_features_match_a_plain_loop():
   assert hygrl.feature_widths(d, size, False, "scores") == (1, size + 1)
 
 
+def test_score_features_read_the_cross_encoder_relevance():
+  """With m_ce given, the question entries are its scores; node-to-node
+  entries stay the cosines."""
+  rng = np.random.default_rng(1)
+  n, d = 7, 5
+  emb = _unit(rng.normal(size=(n, d))).astype(np.float32)
+  relevance = rng.uniform(size=n).astype(np.float32)
+  window = np.array([3, 0, -1], np.int32)
+  in_seq = np.zeros(n, bool)
+  in_seq[[0, 3]] = True
+  x = hygrl.HyGRLInputs(
+      adj=jnp.zeros((n, n), bool), node_mask=jnp.ones(n, bool),
+      seeds=jnp.zeros(n, bool), gold=jnp.zeros(n, bool),
+      choice=jnp.zeros(n, bool), node_emb=jnp.asarray(emb),
+      query=jnp.asarray(emb[0]), ppr=jnp.zeros(n),
+      adamic_adar=jnp.zeros((n, n)), jaccard=jnp.zeros((n, n)),
+      gold_distance=jnp.zeros(n, jnp.int32), usable=jnp.bool_(True),
+      relevance=jnp.asarray(relevance))
+  state, action = jax.device_get(hygrl.score_features(x, window, in_seq))
+  np.testing.assert_allclose(state[:, 0], [relevance[3], relevance[0], 0.0])
+  np.testing.assert_allclose(action[:, 3], relevance)
+  np.testing.assert_allclose(action[:, 0], emb @ emb[3], atol=1e-5)
+  np.testing.assert_allclose(action[:, 2], 0.0)
+
+
 def _plateau_optimizer(boundary):
   imitation = optax.chain(
       optax.adamw(1e-3),
@@ -195,17 +220,83 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   figures = evaluate_run.evaluate_run(
       evaluate_run.load_run_config(workdir), str(data), workdir,
       {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
-       "llm_setting": ["graph=explorer", "max_interactions=3",
+       "max_questions": 2,
+       "llm_setting": ["graph=explorer", "max_interactions=2",
                        "max_output_tokens=128", "thinking_budget=0",
                        "max_concurrency=1", "timeout_s=300"]},
       progress=False)
-  assert figures["llm_questions"] == figures["explorer_questions"] == 3
+  assert figures["llm_questions"] == figures["explorer_questions"] == 2
   assert figures["llm"]["model"] == MODEL_ALIAS
   assert figures["reader_tokens_per_question"] > 0
   for key in ("valid_format_rate", "valid_call_rate", "evidence_hit_rate",
               "unfinished_at_limit", "explorer_accuracy", "reader_f1"):
     assert 0.0 <= figures[key] <= 1.0, key
-  assert 0.0 <= figures["calls_per_question"] <= 3
+  assert 0.0 <= figures["calls_per_question"] <= 2
   rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
-  assert all("transcript" in r and "reader_answer" in r for r in rows)
-  assert sum(r["steps"] for r in rows) >= 3
+  read = [r for r in rows if "reader_answer" in r]
+  assert len(read) == 2 and all("transcript" in r for r in read)
+  assert sum(r["steps"] for r in read) >= 2
+
+
+@pytest.mark.slow
+def test_a_tiny_run_with_the_cross_encoder(tmp_path, capsys):
+  """``multihop.relevance=cross_encoder``: the MiniLM cross-encoder is
+  fine-tuned on the training questions' lists (its loss falls), scores
+  every subgraph node once (σ in (0, 1), 0 on padding), the policy reads
+  it and the evaluation reports the reranker alone; a second evaluation
+  reuses the cached scores; the embedding input is refused with it."""
+  from racer_jax.errors import ConfigError
+  data = tiny.write(tmp_path / "data")
+  config = _tiny_config(steps=1)
+  config.text.encoder = "minilm"
+  config.multihop.relevance = "cross_encoder"
+  config.multihop.reranker.negatives = 1
+  config.multihop.reranker.epochs = 8
+  config.multihop.reranker.lists_per_batch = 2
+  config.multihop.reranker.learning_rate = 1e-4
+  workdir = tmp_path / "run"
+  run_stage.train(config, str(data), workdir, progress=False)
+  line = next(l for l in capsys.readouterr().out.splitlines()
+              if l.startswith("cross-encoder:"))
+  first, last = (float(v) for v in
+                 line.split("loss ")[1].split(" -> "))
+  assert last < first, line
+  tables = list(workdir.glob("relevance.*.npy"))
+  assert len(tables) == 1
+  table = np.load(tables[0])
+  from racer_jax.runs.multihop_workspace import prepare
+  ws = prepare(config, str(data), workdir / "prep", log=lambda _: None,
+               progress=False)
+  nodes = ws.arrays["nodes"]
+  assert np.all((table > 0) & (table < 1) | (nodes < 0))
+  assert np.all(table[nodes < 0] == 0)
+  # the batched, padded scores are the model's on each pair alone
+  from racer_jax.answer.passage_reranker import PassageReranker
+  from racer_jax.runs import multihop_relevance
+  reranker = PassageReranker.load(workdir / "reranker.msgpack",
+                                  max_length=64)
+  first = multihop_relevance.first_segment(ws, 0)
+  pairs = [(first, multihop_relevance.node_text(ws, int(n)))
+           for n in nodes[0][nodes[0] >= 0][:3]]
+  alone = []
+  for ids, type_ids in reranker.tokens(pairs):
+    ids = np.asarray([ids], np.int32)
+    alone.append(float(reranker.model.apply(
+        {"params": reranker.params}, ids, np.asarray([type_ids], np.int32),
+        ids != 0)[0]))
+  np.testing.assert_allclose(reranker.score(pairs), alone, atol=1e-4)
+  np.testing.assert_allclose(table[0][nodes[0] >= 0][:3],
+                             1 / (1 + np.exp(-np.asarray(alone))), atol=1e-4)
+  figures = evaluate_run.evaluate_run(
+      evaluate_run.load_run_config(workdir), str(data), workdir, {},
+      progress=False)
+  assert figures["relevance"] == "cross_encoder"
+  assert 0.0 <= figures["reranker_recall_at_5"] <= 1.0
+  stamp = tables[0].stat().st_mtime_ns
+  evaluate_run.evaluate_run(evaluate_run.load_run_config(workdir),
+                            str(data), workdir, {}, progress=False)
+  assert list(workdir.glob("relevance.*.npy")) == tables
+  assert tables[0].stat().st_mtime_ns == stamp
+  config.hygrl.policy_features = "embedding"
+  with pytest.raises(ConfigError, match="policy_features"):
+    run_stage.train(config, str(data), tmp_path / "other", progress=False)

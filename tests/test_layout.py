@@ -8,8 +8,10 @@ import pytest
 from tests.conftest import REPO
 
 # Imported where used: optional or heavy, so the package imports without them.
+# imported where used: optional, heavy, or (bm25s) running a jax op at
+# import, which would start XLA before jax.distributed.initialize()
 OPTIONAL = ("torch", "matplotlib", "google", "safetensors", "tokenizers",
-            "tensorboardX", "rouge_score")
+            "tensorboardX", "rouge_score", "bm25s")
 MODULES = sorted((REPO / "racer_jax").rglob("*.py"))
 LAUNCHERS = sorted((REPO / "launch").glob("*.py"))
 

@@ -3,58 +3,24 @@
 required flag is given. (Running them needs trained runs and real data; the
 demo command itself is run by ``.ci/run``.)
 
-One interpreter imports what the launchers import, once; each command is
-then parsed in a forked child of it (a fresh copy: the launcher defines its
-flags there, on a FlagValues no other command touched), so a command costs
-a fork, not a Python start with JAX (~4 s each, 53 commands)."""
+Each command is parsed in a forked child of one interpreter that imported
+what the launchers import (:mod:`tests.launcher_probe`): a fork per
+command, not a Python start with JAX (~4 s each, 50 commands)."""
 
-import json
 import re
 import shlex
-import subprocess
-import sys
 
 from tests.conftest import REPO
+from tests.launcher_probe import run_forked
 
-_PARSE_EACH = r"""
-import ast, importlib, io, json, os, runpy, sys, tempfile, traceback
-commands = json.loads(sys.stdin.read())
-for path in sorted({c[0] for c in commands}):  # what the launchers import
-  for node in ast.walk(ast.parse(open(path).read())):
-    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      module = importlib.import_module(node.module)
-      for alias in node.names:  # `from package import submodule`
-        if not hasattr(module, alias.name):
-          importlib.import_module(f"{node.module}.{alias.name}")
-    elif isinstance(node, ast.Import):
-      for alias in node.names:
-        importlib.import_module(alias.name)
-results = []
-for argv in commands:
-  with tempfile.TemporaryFile() as err:
-    pid = os.fork()
-    if pid == 0:
-      os.dup2(err.fileno(), 2)
-      code = 0
-      try:
+_PARSE = """\
         from absl import flags
-        sys.argv = list(argv)  # config_flags finds --config.* overrides here
-        runpy.run_path(argv[0], run_name="readme_check")  # defines flags
-        flags.FLAGS(argv)
+        sys.argv = list(job)  # config_flags finds --config.* overrides here
+        runpy.run_path(job[0], run_name="readme_check")  # defines flags
+        flags.FLAGS(job)
         flags.FLAGS.validate_all_flags()
         if "config" in flags.FLAGS:
-          flags.FLAGS.config  # applies the --config.* overrides
-      except BaseException:
-        traceback.print_exc()
-        code = 1
-      sys.stderr.flush()
-      os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    err.seek(0)
-    lines = err.read().decode(errors="replace").strip().splitlines()
-  results.append([os.waitstatus_to_exitcode(status), lines[-1:]])
-print(json.dumps(results))
-"""
+          flags.FLAGS.config  # applies the --config.* overrides"""
 
 _LAUNCHERS = "evaluate|train|soup|curriculum|benchmark|compare|answer|prepare|main"
 
@@ -75,11 +41,7 @@ def readme_commands() -> list[str]:
 
 def parse_each(commands: list[str]) -> list[tuple[int, list[str]]]:
   """Per command: (exit code, the last line of its error output)."""
-  out = subprocess.run([sys.executable, "-c", _PARSE_EACH],
-                       input=json.dumps([shlex.split(c) for c in commands]),
-                       capture_output=True, text=True, cwd=REPO, timeout=600)
-  assert out.returncode == 0, out.stderr[-3000:]
-  return [tuple(r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+  return run_forked(_PARSE, [shlex.split(c) for c in commands])
 
 
 def test_the_readme_shows_commands_for_every_launcher():

@@ -3,34 +3,23 @@
 jax.distributed.initialize() (multi-process runs) refuses to run once any
 backend exists, so a module on the launchers' import path that runs a jax
 op at import time (bm25s does, for one) breaks every multi-process launch.
-This checks each launcher in a fresh interpreter, in seconds, where the
-multi-process tests take minutes and run only with --runslow."""
-
-import subprocess
-import sys
-
-import pytest
+Checked here in seconds; the multi-process tests take minutes and run only
+with --runslow."""
 
 from tests.conftest import REPO
+from tests.launcher_probe import run_forked
 
-LAUNCHERS = sorted(p.name for p in (REPO / "launch").glob("*.py"))
+LAUNCHERS = sorted(f"launch/{p.name}" for p in (REPO / "launch").glob("*.py"))
 
-_PROBE = """
-import importlib.util, sys
-from jax._src import xla_bridge
-path = sys.argv[1]
-spec = importlib.util.spec_from_file_location("launcher", path)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-started = sorted(xla_bridge._backends)
-print("started:", started)
-sys.exit(1 if started else 0)
-"""
+_CHECK = """\
+        from jax._src import xla_bridge
+        assert not xla_bridge._backends, "imports started XLA"
+        runpy.run_path(job[0], run_name="import_check")
+        started = sorted(xla_bridge._backends)
+        assert not started, f"{job[0]} started XLA ({started})\""""
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_importing_a_launcher_starts_no_backend(launcher):
-  probe = subprocess.run(
-      [sys.executable, "-c", _PROBE, str(REPO / "launch" / launcher)],
-      cwd=REPO, capture_output=True, text=True, timeout=300)
-  assert probe.returncode == 0, (probe.stdout + probe.stderr)[-3000:]
+def test_importing_a_launcher_starts_no_backend():
+  results = run_forked(_CHECK, [[path] for path in LAUNCHERS])
+  failed = {p: lines for p, (code, lines) in zip(LAUNCHERS, results) if code}
+  assert len(results) == len(LAUNCHERS) and not failed, failed

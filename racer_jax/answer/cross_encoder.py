@@ -108,7 +108,12 @@ class ChoiceTokenizer:
     """Lists of token id lists and type id lists, one per choice."""
     knowledge = knowledge or [""] * len(choices)
     seconds = [f"{c}. {k}" if k else c for c, k in zip(choices, knowledge)]
-    encs = self._tok.encode_batch([(question, s) for s in seconds])
+    return self.encode_pairs([(question, s) for s in seconds])
+
+  def encode_pairs(self, pairs: Sequence[tuple[str, str]]):
+    """Lists of token id lists and type id lists of (first, second) text
+    pairs, truncated longest-first to ``max_length``."""
+    encs = self._tok.encode_batch(list(pairs))
     return [e.ids for e in encs], [e.type_ids for e in encs]
 
   def pad(self, rows, num_choices: int):

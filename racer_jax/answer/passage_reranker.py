@@ -69,8 +69,7 @@ class PassageReranker:
 
   def tokens(self, pairs: Sequence[tuple[str, str]]):
     """Per pair ``(ids, type_ids)`` lists."""
-    encs = self.tokenizer._tok.encode_batch(list(pairs))  # pylint: disable=protected-access
-    return [(e.ids, e.type_ids) for e in encs]
+    return list(zip(*self.tokenizer.encode_pairs(pairs)))
 
   def score(self, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
             progress: bool = False, desc: str = "cross-encoder") -> np.ndarray:

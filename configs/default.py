@@ -301,7 +301,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.hygrl.pairs_per_step = 8
   config.hygrl.margin = 1.0
   config.hygrl.margin_weight = 0.5     # λ in L = L_SCST + λ L_MR
-  config.hygrl.mentor = "offline"      # or "llm": agents.backend prefers
+  config.hygrl.mentor = "offline"      # "llm": agents.backend prefers;
+  # "auto": llm when agents.backend is not local
   config.hygrl.judge = "offline"       # or "llm": strict sufficiency
   config.hygrl.llm_pairs_per_question = 2  # mentor calls per question
   config.hygrl.scst_gamma = 1.0        # advantage r_sample - γ r_greedy

@@ -13,8 +13,9 @@ mentor's preferences and the graph sufficiency reward. A failed call falls
 back to the offline value for that item and is counted. With the LLM
 mentor, only ``pairs_per_question`` pairs per question are asked (the rest
 get no preference, so the margin loss sees only LLM-labelled pairs). The
-offline mentors stay the default (``hygrl.mentor`` / ``hygrl.judge`` =
-``offline``).
+offline mentors are the default of ``configs/default.py``
+(``hygrl.mentor`` / ``hygrl.judge`` = ``offline``); HyGRL's own configs
+say ``auto``: the configured backend when there is one.
 """
 
 from __future__ import annotations
@@ -66,16 +67,32 @@ def subgraph_facts(kg, batch, row: int, selected, limit: int = 30):
   return facts
 
 
-def llm_roles(hygrl_config) -> tuple[bool, bool]:
-  """``(mentor is llm, judge is llm)`` from ``hygrl.mentor`` /
-  ``hygrl.judge`` (``offline`` or ``llm``); ValueError otherwise."""
+ROLE_VALUES = ("offline", "llm", "auto")
+
+
+def llm_roles(config) -> tuple[bool, bool]:
+  """``(mentor is llm, judge is llm)`` from ``config.hygrl.mentor`` /
+  ``.judge``: ``offline`` (the oracle), ``llm`` (the backend of
+  ``config.agents``, required) or ``auto`` (that backend when one is
+  configured, i.e. ``agents.backend`` is not ``local``, else the oracle);
+  ValueError for anything else."""
+  has_backend = config.agents.get("backend", "local") != "local"
   roles = []
   for name in ("mentor", "judge"):
-    value = hygrl_config.get(name, "offline")
-    if value not in ("offline", "llm"):
-      raise ValueError(f"hygrl.{name}={value!r}: expected offline or llm")
-    roles.append(value == "llm")
+    value = config.hygrl.get(name, "offline")
+    if value not in ROLE_VALUES:
+      raise ValueError(f"hygrl.{name}={value!r}: expected one of "
+                       f"{', '.join(ROLE_VALUES)}")
+    roles.append(value == "llm" or (value == "auto" and has_backend))
   return roles[0], roles[1]
+
+
+def role_names(config) -> dict[str, str]:
+  """What each role resolves to (``llm`` or ``offline``), for the logs and
+  the run's metrics."""
+  mentor, judge = llm_roles(config)
+  return {"mentor": "llm" if mentor else "offline",
+          "judge": "llm" if judge else "offline"}
 
 
 def role_backend(config, workdir, log=print):
@@ -83,16 +100,21 @@ def role_backend(config, workdir, log=print):
   ``config.hygrl`` (the backend of ``config.agents``, replies cached in
   ``workdir``), or ``None`` when both roles are offline."""
   h = config.hygrl
-  mentor, judge = llm_roles(h)
+  mentor, judge = llm_roles(config)
   if not (mentor or judge):
+    log(f"HyGRL RL stage: mentor and judge offline (hygrl.mentor="
+        f"{h.get('mentor', 'offline')}, judge={h.get('judge', 'offline')}, "
+        f"agents.backend={config.agents.get('backend', 'local')})")
     return None
   backend = llm_backends.make_backend(
       config.agents, cache_path=Path(workdir) / "llm_cache.sqlite")
   if backend is None:
     raise ConfigError("hygrl.mentor/judge=llm needs a text LLM: "
                       "--config.agents.backend=gemini or openai")
-  log(f"HyGRL RL stage: mentor {h.get('mentor', 'offline')}, sufficiency "
-      f"judge {h.get('judge', 'offline')} ({backend!r})")
+  names = role_names(config)
+  log(f"HyGRL RL stage: mentor {names['mentor']}, sufficiency judge "
+      f"{names['judge']} ({backend!r}; hygrl.mentor="
+      f"{h.get('mentor', 'offline')}, judge={h.get('judge', 'offline')})")
   return backend, llm_usage.UsageReport()
 
 

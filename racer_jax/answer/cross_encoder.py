@@ -103,6 +103,12 @@ class ChoiceTokenizer:
     self._tok.enable_truncation(max_length, strategy="longest_first")
     self.max_length = max_length
 
+  @property
+  def wordpiece(self):
+    """The underlying ``tokenizers.Tokenizer`` (truncation and padding as
+    set here)."""
+    return self._tok
+
   def encode(self, question: str, choices: Sequence[str],
              knowledge: Sequence[str] | None = None):
     """Lists of token id lists and type id lists, one per choice."""

@@ -15,6 +15,7 @@ jitted AdamW update. Parameters are saved with ``flax.serialization``.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Callable, Sequence
@@ -27,6 +28,8 @@ import optax
 from tqdm.auto import tqdm
 
 from racer_jax.answer import cross_encoder as ce
+from racer_jax.rl.hygrl import PairScorer
+from racer_jax.text.pair_tokens import PairSpec
 
 
 def pair_text(question: str, seed_titles: Sequence[str],
@@ -98,6 +101,22 @@ class PassageReranker:
     fresh.params = flax.serialization.from_bytes(
         fresh.params, Path(path).read_bytes())
     return fresh
+
+
+@functools.lru_cache(maxsize=None)
+def pair_scorer(model_dir: str | None, max_length: int) -> PairScorer:
+  """The cross-encoder as HyGRL's in-search scorer: pairs assembled on the
+  device exactly as :func:`pair_text` and the tokenizer make them (one
+  object per folder and length, so jitted programs see the same static
+  config)."""
+  tokenizer = ce.ChoiceTokenizer(model_dir, max_length)
+  model = ce.CrossEncoder(tokenizer.config)
+
+  def apply(params, ids, type_ids, mask):
+    return model.apply({"params": params}, ids, type_ids, mask)
+
+  return PairScorer(PairSpec.from_tokenizer(tokenizer.wordpiece, max_length),
+                    apply)
 
 
 def make_list_step(model: ce.CrossEncoder, optimizer):

@@ -26,13 +26,16 @@ FIELD = "hygrl_policy_tau"
 
 
 def fit_policy_tau(retriever_cls, config, ws, params, theta, rows,
-                   size: int) -> tuple[float, dict]:
+                   size: int, tables=None) -> tuple[float, dict]:
   """``(τ, figures)``: the τ of ``multihop.policy_tau_grid`` (default
   :data:`TAUS`) whose mean nodes added on ``rows`` is closest to the
-  heuristic's (ties: the larger τ). Each τ compiles the search anew."""
+  heuristic's (ties: the larger τ). Each τ compiles the search anew.
+  ``tables``: the search's tables (default the node vectors;
+  :func:`racer_jax.runs.multihop_relevance.search_tables`)."""
   taus = tuple(float(t) for t in config.multihop.get("policy_tau_grid",
                                                       TAUS))
-  node_vecs = jax.device_put(ws.node_vecs)
+  node_vecs = (jax.device_put(ws.node_vecs) if tables is None
+               else tables)
   _, cost = retriever_cls(config, params, theta).rank(ws, rows, node_vecs,
                                                       size, 1)
   target = float(np.mean(cost["heuristic"]["added"]))
@@ -48,7 +51,7 @@ def fit_policy_tau(retriever_cls, config, ws, params, theta, rows,
 
 
 def chosen_policy_tau(retriever_cls, config, workdir, ws, params, theta,
-                      log=print, train_ws=None) -> float:
+                      log=print, train_ws=None, tables=None) -> float:
   """The run's fitted τ; fitted now (and stored) when the run has none.
   ``train_ws``: the workspace holding the training questions when ``ws``
   does not (an ``--eval_file`` evaluation)."""
@@ -61,7 +64,8 @@ def chosen_policy_tau(retriever_cls, config, workdir, ws, params, theta,
   source = train_ws or ws
   rows = train_rows(config, source)
   tau, figures = fit_policy_tau(retriever_cls, config, source, params,
-                                theta, rows, config.eval.batch_size)
+                                theta, rows, config.eval.batch_size,
+                                tables)
   log(f"policy τ = {tau} on {len(rows)} training questions: it adds "
       f"{figures['policy_nodes_added_train']:.2f} nodes, the heuristic "
       f"{figures['heuristic_nodes_added_train']:.2f}")

@@ -184,6 +184,9 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   rows = rows[labeled]
   reranker = multihop_relevance.add_relevance(config, ws, workdir, log=log,
                                               progress=progress)
+  node_vecs = multihop_relevance.search_tables(ws, reranker, config)
+  if config.multihop.get("relevance") != "cross_encoder":
+    reranker = None  # no per-question table (in-search m_ce, or none)
   # the optimizer's hyperparameters (steps per epoch) do not shape its state
   _, _, template = restore_template(create_state, config,
                                     ws.node_vecs.shape[1], 1)
@@ -200,9 +203,8 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
                                      progress=progress)
   tau = multihop_budget.chosen_policy_tau(
       BeamRetriever, config, workdir, ws, state.params, theta, log=log,
-      train_ws=train_ws)
+      train_ws=train_ws, tables=node_vecs)
   retriever = BeamRetriever(config, state.params, theta, policy_tau=tau)
-  node_vecs = jax.device_put(ws.node_vecs)
   size = config.eval.batch_size
   ranked, cost = retriever.rank(ws, rows[:size], node_vecs, size, k_max)
   seconds = _timed_end_to_end(config, ws, retriever, rows, node_vecs, size,

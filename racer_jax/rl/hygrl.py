@@ -29,6 +29,7 @@ import jax.numpy as jnp
 
 from racer_jax.graph import beam, heuristics, teacher
 from racer_jax.rl.policy import HyGRLPolicy
+from racer_jax.text import pair_tokens
 
 METRICS = ("ppr", "adamic_adar", "jaccard", "semantic")
 
@@ -56,6 +57,43 @@ class HyGRLConfig:
   # SCST's reward: "sufficient" (a gold node connected to a seed in the
   # retrieved subgraph) or "gold_recall" (share of gold nodes retrieved).
   reward: str = "sufficient"
+  # m_ce(Q ⊕ N_s, a) by a cross-encoder at every search state (the
+  # inputs then carry :class:`PairInputs`): a :class:`PairScorer`, or None
+  pair_scorer: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairScorer:
+  """A cross-encoder applied inside the jitted search (hashable).
+
+  Attributes:
+    spec: how pairs are assembled (:class:`pair_tokens.PairSpec`).
+    apply: ``(params, ids, type_ids, mask) -> logits``, [M, T] -> [M].
+  """
+  spec: pair_tokens.PairSpec
+  apply: Any
+
+
+@flax.struct.dataclass
+class PairInputs:
+  """One question's token pieces for m_ce (leading axis B when batched).
+
+  Attributes:
+    question: int32 [Tq], question_len: int32 [] (full length).
+    titles: int32 [N, Tt], title_len: int32 [N]: each node's title.
+    texts: int32 [N, S], text_len: int32 [N]: each node's text.
+    spec: the :class:`pair_tokens.PairSpec` (static).
+    logits: ``(ids, type_ids, mask) -> logits`` with the cross-encoder's
+      parameters bound (static).
+  """
+  question: jax.Array
+  question_len: jax.Array
+  titles: jax.Array
+  title_len: jax.Array
+  texts: jax.Array
+  text_len: jax.Array
+  spec: Any = flax.struct.field(pytree_node=False, default=None)
+  logits: Any = flax.struct.field(pytree_node=False, default=None)
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -76,6 +114,7 @@ class HyGRLInputs:
     usable: bool [] has question and gold concepts (a real, labeled row).
     relevance: float32 [N] m_ce(Q, n) from a cross-encoder, or None (the
       bi-encoder's cosines instead; :func:`score_features`).
+    pair: :class:`PairInputs` for m_ce at every search state, or None.
   """
   adj: jax.Array
   node_mask: jax.Array
@@ -90,6 +129,7 @@ class HyGRLInputs:
   gold_distance: jax.Array
   usable: jax.Array
   relevance: Any = None
+  pair: Any = None
 
 
 def graph_tables(senders, receivers, edge_mask, node_mask, seeds, gold,
@@ -167,16 +207,20 @@ def score_features(x: HyGRLInputs, window, in_sequence):
   2L + 1 numbers the policy reads for candidate a.
 
   m is the cosine of unit vectors (a bi-encoder), Q ⊕ N_s the question and
-  the whole sequence (:func:`heuristics.sequence_context`). With
-  ``x.relevance`` (a cross-encoder's m_ce(Q ⊕ N_0, n) of every node,
-  computed once per question from the question and its seeds N_0), that
-  replaces m(Q, n_i) and m(Q ⊕ N_s, a); node-to-node m stays the cosine.
+  the whole sequence (:func:`heuristics.sequence_context`). A cross-encoder
+  replaces m(Q, n_i) and m(Q ⊕ N_s, a) by σ of its logit: with ``x.pair``
+  at every state, m_ce(Q, n_i) and m_ce(Q ⊕ N_s, a) with N_s the window's
+  titles (:func:`state_relevance`); with ``x.relevance`` (a table computed
+  once per question from the question and its seeds N_0) m_ce(Q ⊕ N_0, ·)
+  for both. Node-to-node m stays the cosine.
   """
   valid = window >= 0
   wv = jnp.where(valid[:, None], x.node_emb[jnp.maximum(window, 0)], 0.0)
   hi = jax.lax.Precision.HIGHEST
   pair = jnp.matmul(x.node_emb, wv.T, precision=hi)          # [N, L]
-  if x.relevance is None:
+  if x.pair is not None:
+    state, joint = state_relevance(x, window)
+  elif x.relevance is None:
     state = jnp.where(valid, jnp.matmul(wv, x.query, precision=hi), 0.0)
     context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
     joint = heuristics.semantic_scores(x.node_emb, context)
@@ -184,6 +228,25 @@ def score_features(x: HyGRLInputs, window, in_sequence):
     state = jnp.where(valid, x.relevance[jnp.maximum(window, 0)], 0.0)
     joint = x.relevance
   return state[:, None], jnp.concatenate([pair, joint[:, None]], axis=-1)
+
+
+def state_relevance(x: HyGRLInputs, window):
+  """The cross-encoder at one search state, in one call of N + L pairs:
+  ``(m_ce(Q, n_i) [L], m_ce(Q ⊕ N_s, a) [N])``, σ of the logits, 0 on
+  padding and empty window slots."""
+  p = x.pair
+  valid = window >= 0
+  w = jnp.maximum(window, 0)
+  joint = pair_tokens.state_pairs(p.question, p.question_len, p.titles,
+                                  p.title_len, window, p.texts, p.text_len,
+                                  p.spec)
+  alone = pair_tokens.question_pairs(p.question, p.question_len,
+                                     p.texts[w], p.text_len[w], p.spec)
+  both = [jnp.concatenate([a, b]) for a, b in zip(joint, alone)]
+  prob = jax.nn.sigmoid(p.logits(*both))
+  n = x.node_mask.shape[0]
+  return (jnp.where(valid, prob[n:], 0.0),
+          jnp.where(x.node_mask, prob[:n], 0.0))
 
 
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,

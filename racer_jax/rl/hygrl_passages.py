@@ -12,13 +12,24 @@ A batch (host NumPy, leading axis B; built by
 * ``query`` float32 [B, d]: the question's unit vector;
 * ``example_mask`` bool [B]: a real row;
 * optionally ``relevance`` float32 [B, N]: m_ce of every node
-  (:mod:`racer_jax.runs.multihop_relevance`).
+  (:mod:`racer_jax.runs.multihop_relevance`);
+* with ``HyGRLConfig.pair_scorer`` (m_ce at every search state):
+  ``pair_question`` int32 [B, Tq] and ``pair_question_len`` int32 [B], the
+  question's tokens.
 
-The table passed with it is every node's unit vector [V, d]. The beam, the
-heuristics, the policy and the losses are :mod:`racer_jax.rl.hygrl`'s.
+The tables passed with it: every node's unit vector [V, d], or a dict of
+``node_vecs`` and, for the pair scorer, ``ce_params`` (the cross-encoder's
+parameters), ``pair_titles`` int32 [V, Tt], ``pair_title_len`` int32 [V],
+``pair_texts`` int32 [V, S], ``pair_text_len`` int32 [V] (every node's
+title and text tokens, :func:`racer_jax.text.pair_tokens.piece_table`).
+The beam, the heuristics, the policy and the losses are
+:mod:`racer_jax.rl.hygrl`'s.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +42,9 @@ BATCH_KEYS = ("nodes", "seeds", "senders", "receivers", "edge_mask", "gold",
               "query", "example_mask")
 
 
-def passage_inputs(batch, node_vecs, cfg: HyGRLConfig) -> HyGRLInputs:
+def passage_inputs(batch, tables, cfg: HyGRLConfig) -> HyGRLInputs:
   """:class:`HyGRLInputs` of a passage-graph batch (jittable)."""
+  node_vecs = tables["node_vecs"] if isinstance(tables, dict) else tables
   nodes = batch["nodes"]
   node_mask = nodes >= 0
   node_emb = jnp.where(node_mask[..., None],
@@ -50,14 +62,36 @@ def passage_inputs(batch, node_vecs, cfg: HyGRLConfig) -> HyGRLInputs:
       gold_distance=dist,
       usable=batch["example_mask"] & jnp.any(seeds, 1) & jnp.any(gold, 1),
       relevance=(jnp.where(node_mask, batch["relevance"], 0.0)
-                 if "relevance" in batch else None))
+                 if "relevance" in batch else None),
+      pair=_pair_inputs(batch, tables, cfg))
+
+
+def _pair_inputs(batch, tables, cfg: HyGRLConfig):
+  scorer = cfg.pair_scorer
+  if scorer is None:
+    return None
+  if not isinstance(tables, dict) or "ce_params" not in tables:
+    raise ValueError("HyGRLConfig.pair_scorer needs the cross-encoder's "
+                     "tables (ce_params, pair_titles, pair_texts, ...)")
+  g = jnp.maximum(batch["nodes"], 0)
+  real = batch["nodes"] >= 0
+  return hygrl.PairInputs(
+      question=batch["pair_question"],
+      question_len=batch["pair_question_len"],
+      titles=tables["pair_titles"][g],
+      title_len=jnp.where(real, tables["pair_title_len"][g], 0),
+      texts=tables["pair_texts"][g],
+      text_len=jnp.where(real, tables["pair_text_len"][g], 0),
+      spec=scorer.spec,
+      logits=functools.partial(scorer.apply, tables["ce_params"]))
 
 
 def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):
   """The fusion's calibration data: metrics and labels of the first-step
   candidates (neighbors of the seeds); label = on a shortest path from a
   seed to a gold passage. ``(metrics [B, N, M], labels [B, N], mask [B,
-  N])``."""
+  N])``. The policy plays no part: no cross-encoder runs."""
+  cfg = dataclasses.replace(cfg, pair_scorer=None)
   return hygrl.calibration_of(passage_inputs(batch, node_vecs, cfg),
                               batch["senders"], batch["receivers"],
                               batch["edge_mask"], cfg)

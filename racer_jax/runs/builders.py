@@ -7,6 +7,7 @@ from pathlib import Path
 import jax
 from jax.experimental import multihost_utils
 
+from racer_jax.answer import passage_reranker
 from racer_jax.data.sharded import local_shards
 from racer_jax.errors import ConfigError
 from racer_jax.graph.beam import BeamConfig
@@ -160,7 +161,18 @@ def hygrl_config(config):
       policy_choice=bool(h.get("policy_choice", True)),
       heuristic_choice=bool(h.get("heuristic_choice", False)),
       policy_features=h.get("policy_features", "embedding"),
-      reward=h.get("reward", "sufficient"))
+      reward=h.get("reward", "sufficient"),
+      pair_scorer=_pair_scorer(config))
+
+
+def _pair_scorer(config):
+  """The in-search cross-encoder of ``multihop.relevance=
+  cross_encoder_state``, else None."""
+  m = config.get("multihop")
+  if m is None or m.get("relevance", "bi_encoder") != "cross_encoder_state":
+    return None
+  return passage_reranker.pair_scorer(config.text.get("model_dir") or None,
+                                      int(m.reranker.max_length))
 
 
 def make_hygrl_policy(config):

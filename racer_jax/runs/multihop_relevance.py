@@ -1,14 +1,21 @@
-"""HyGRL's m_ce on the passage graph (``multihop.relevance=cross_encoder``):
-the run's MiniLM cross-encoder (:mod:`racer_jax.answer.passage_reranker`),
-fine-tuned on its training questions, scores every node of every
-question's subgraph once against the question and its seed entities.
+"""HyGRL's m_ce on the passage graph: the run's MiniLM cross-encoder
+(:mod:`racer_jax.answer.passage_reranker`), fine-tuned on its training
+questions.
 
-The table ``relevance`` float32 [Q, N] (σ of the logit; 0 on padding)
-joins the workspace's arrays; the policy reads it as m(Q, n) in HyGRL's
-(2L+1)-dim vector (:func:`racer_jax.rl.hygrl.score_features`). Node text:
-``title: text`` for a passage, ``title`` for an entity. The gold labels
-choose the training lists only; the scores of any question come from its
-text and subgraph.
+* ``multihop.relevance=cross_encoder``: it scores every node of every
+  question's subgraph once against the question and its seed entities.
+  The table ``relevance`` float32 [Q, N] (σ of the logit; 0 on padding)
+  joins the workspace's arrays; the policy reads it in HyGRL's (2L+1)-dim
+  vector (:func:`racer_jax.rl.hygrl.score_features`).
+* ``multihop.relevance=cross_encoder_state``: the paper's m_ce(Q ⊕ N_s, a)
+  at every search state, inside the jitted search. The workspace gets the
+  questions' tokens (``pair_question``, ``pair_question_len``) and
+  :func:`search_tables` the nodes' title and text tokens and the
+  cross-encoder's parameters.
+
+Node text: ``title: text`` for a passage, ``title`` for an entity. The
+gold labels choose the training lists only; the scores of any question
+come from its text and subgraph.
 """
 
 from __future__ import annotations
@@ -17,14 +24,17 @@ import hashlib
 from pathlib import Path
 from typing import Callable
 
+import jax
 import numpy as np
 
 from racer_jax.answer.passage_reranker import (PassageReranker, pair_text,
                                                train_reranker)
 from racer_jax.errors import ConfigError
 from racer_jax.runs.multihop_workspace import MultiHopWorkspace
+from racer_jax.text import pair_tokens
 
 RERANKER_FILE = "reranker.msgpack"
+KINDS = ("bi_encoder", "cross_encoder", "cross_encoder_state")
 
 
 def node_text(ws: MultiHopWorkspace, node: int) -> str:
@@ -107,11 +117,11 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   kind = m.get("relevance", "bi_encoder")
   if kind == "bi_encoder":
     return None
-  if kind != "cross_encoder":
-    raise ConfigError(f"multihop.relevance={kind!r}; expected bi_encoder "
-                      "or cross_encoder")
+  if kind not in KINDS:
+    raise ConfigError(f"multihop.relevance={kind!r}; expected one of "
+                      f"{', '.join(KINDS)}")
   if config.hygrl.policy_features == "embedding":
-    raise ConfigError("multihop.relevance=cross_encoder feeds the (2L+1) "
+    raise ConfigError(f"multihop.relevance={kind} feeds the (2L+1) "
                       "score vector: set hygrl.policy_features=scores (or "
                       "scores_heuristics)")
   r = m.reranker
@@ -137,6 +147,16 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
     tmp = path.with_suffix(".tmp")
     reranker.save(tmp)
     tmp.replace(path)
+  if kind == "cross_encoder_state":
+    spec = pair_tokens.PairSpec.from_tokenizer(
+        reranker.tokenizer.wordpiece, r.max_length)
+    q, q_len = pair_tokens.piece_table(
+        reranker.tokenizer.wordpiece,
+        [x.question for x in ws.data.questions], spec.budget)
+    ws.arrays["pair_question"], ws.arrays["pair_question_len"] = q, q_len
+    log(f"m_ce(Q ⊕ N_s, a): the cross-encoder at every search state "
+        f"({r.max_length} tokens per pair)")
+    return reranker
   cache = Path(workdir) / (f"relevance.{Path(ws.data.source).stem}."
                            f"{_digest(ws, path)}.npy")
   if cache.exists():
@@ -149,3 +169,30 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   log(f"m_ce: the cross-encoder's relevance of "
       f"{int(np.sum(ws.arrays['nodes'] >= 0)):,} subgraph nodes")
   return reranker
+
+
+def search_tables(ws: MultiHopWorkspace, reranker: PassageReranker | None,
+                  config=None):
+  """What the jitted search reads besides the batch: ``ws.node_vecs``, or
+  with ``multihop.relevance=cross_encoder_state`` a dict of those, the
+  cross-encoder's parameters and every node's title and text tokens (cut
+  to the pair budget; :func:`racer_jax.text.pair_tokens.piece_table`).
+  On the device."""
+  kind = (config.multihop.get("relevance", "bi_encoder") if config
+          else "bi_encoder")
+  if kind != "cross_encoder_state":
+    return jax.device_put(ws.node_vecs)
+  tok = reranker.tokenizer.wordpiece
+  budget = reranker.tokenizer.max_length - 3
+  p = ws.graph.num_passages
+  count = ws.node_vecs.shape[0]
+  nodes = range(count)
+  titles = [ws.data.titles[n - p if n >= p else n] for n in nodes]
+  title_tok, title_len = pair_tokens.piece_table(tok, titles, budget)
+  width = max(1, min(budget, int(title_len.max(initial=1))))
+  text_tok, text_len = pair_tokens.piece_table(
+      tok, [node_text(ws, n) for n in nodes], budget)
+  return jax.device_put({
+      "node_vecs": ws.node_vecs, "ce_params": reranker.params,
+      "pair_titles": title_tok[:, :width], "pair_title_len": title_len,
+      "pair_texts": text_tok, "pair_text_len": text_len})

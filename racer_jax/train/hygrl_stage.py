@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from racer_jax.agents.hygrl_mentors import (LLMJudgements, llm_roles,
-                                            role_backend)
+                                            role_backend, role_names)
 from racer_jax.eval.retrieval_eval import run_retrieval_eval
 from racer_jax.graph import heuristics
 from racer_jax.rl import hygrl, hygrl_update, parallel
@@ -73,7 +73,7 @@ def llm_judgements(config, ws, workdir, log):
   if found is None:
     return None, None
   backend, usage = found
-  mentor, judge = llm_roles(config.hygrl)
+  mentor, judge = llm_roles(config)
   h = config.hygrl
   return LLMJudgements(backend, ws.kg, usage, mentor=mentor, judge=judge,
                        pairs_per_question=h.get("llm_pairs_per_question",
@@ -141,7 +141,8 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       record=lambda done: {
           "theta": theta.tolist(),
           "stage": "imitation" if done <= h.imitation_steps else "rl",
-          "llm": usage.to_dict() if usage else None},
+          "llm": usage.to_dict() if usage else None,
+          "roles": role_names(config)},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
       progress=progress, desc="train hygrl")
   return last

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from racer_jax.agents.hygrl_mentors import (PassageJudgements, llm_roles,
-                                            role_backend)
+                                            role_backend, role_names)
 from racer_jax.eval import multihop_budget, multihop_eval
 from racer_jax.rl import hygrl_passages, hygrl_update
 from racer_jax.runs import multihop_relevance, run_config
@@ -60,7 +60,7 @@ def llm_judgements(config, workdir, ws, log):
   if found is None:
     return None, None
   backend, usage = found
-  mentor, judge = llm_roles(config.hygrl)
+  mentor, judge = llm_roles(config)
   h = config.hygrl
   return PassageJudgements(
       backend, ws.graph, ws.data.texts, usage, mentor=mentor, judge=judge,
@@ -78,8 +78,8 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   ws = prepare(config, data_dir, prep_dir(config, workdir), log=log,
                progress=progress)
   rows = train_rows(config, ws)
-  multihop_relevance.add_relevance(config, ws, workdir, rows, train=True,
-                                   progress=progress, log=log)
+  reranker = multihop_relevance.add_relevance(
+      config, ws, workdir, rows, train=True, progress=progress, log=log)
   bs = config.batch.batch_size
   per_epoch = max(1, math.ceil(len(rows) / bs))
   policy, optimizer, state = create_state(config, ws.node_vecs.shape[1],
@@ -105,7 +105,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
 
   programs = {"imitation": program("imitation")}
   judgements, usage = llm_judgements(config, workdir, ws, log)
-  node_vecs = jax.device_put(ws.node_vecs)
+  node_vecs = multihop_relevance.search_tables(ws, reranker, config)
   theta_dev = jax.device_put(theta)
   log(f"training on {len(rows)} questions, {per_epoch} updates per epoch")
 
@@ -118,7 +118,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         # training questions with the imitated policy)
         rl_tau[0], fit = multihop_budget.fit_policy_tau(
             multihop_eval.BeamRetriever, config, ws, state.params, theta,
-            rows, config.eval.batch_size)
+            rows, config.eval.batch_size, node_vecs)
         log(f"RL stage: policy τ = {rl_tau[0]} (adds "
             f"{fit['policy_nodes_added_train']:.2f} nodes, the heuristic "
             f"{fit['heuristic_nodes_added_train']:.2f})")
@@ -152,10 +152,11 @@ def train(config, data_dir, workdir, *, progress: bool = True,
       record=lambda done: {
           "theta": theta.tolist(), "rl_policy_tau": rl_tau[0],
           "llm": usage.to_dict() if usage else None,
+          "roles": role_names(config),
           "stage": "imitation" if done <= h.imitation_steps else "rl"},
       progress=progress, desc="train hygrl (multi-hop)")
   if finished:
     last["policy_tau"] = multihop_budget.chosen_policy_tau(
         multihop_eval.BeamRetriever, config, workdir, ws, state.params,
-        theta, log=log)
+        theta, log=log, tables=node_vecs)
   return last

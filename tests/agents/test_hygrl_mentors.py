@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from racer_jax.agents import llm_usage
-from racer_jax.agents.hygrl_mentors import LLMJudgements
+from racer_jax.agents.hygrl_mentors import (LLMJudgements, llm_roles,
+                                            role_backend, role_names)
 from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.runs import builders, hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer
@@ -19,6 +20,28 @@ from racer_jax.train import hygrl_stage
 from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini
 from tests.trained_runs import QUIET
+
+
+def test_auto_roles_follow_the_configured_backend(tmp_path):
+  from configs import hygrl_2wiki
+  config = hygrl_2wiki.get_config()
+  assert (config.hygrl.mentor, config.hygrl.judge) == ("auto", "auto")
+  assert config.agents.backend == "local"
+  assert llm_roles(config) == (False, False)
+  logged = []
+  assert role_backend(config, tmp_path, logged.append) is None
+  assert "offline" in logged[0] and "agents.backend=local" in logged[0]
+  config.agents.backend = "openai"
+  assert llm_roles(config) == (True, True)
+  assert role_names(config) == {"mentor": "llm", "judge": "llm"}
+  config.hygrl.judge = "offline"          # forced either way
+  assert llm_roles(config) == (True, False)
+  config.agents.backend = "local"
+  config.hygrl.mentor = "llm"
+  assert llm_roles(config) == (True, False)
+  config.hygrl.mentor = "gpt"
+  with pytest.raises(ValueError, match="hygrl.mentor='gpt'"):
+    llm_roles(config)
 
 
 def responder(log):

@@ -199,8 +199,8 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   from racer_jax.runs.checkpoints import Checkpointer
   data = tiny.write(tmp_path / "data")
   config = _tiny_config(steps=1)
-  config.hygrl.mentor = "llm"
-  config.hygrl.judge = "llm"
+  # hygrl.mentor / judge = "auto" (the config's default): the backend below
+  assert (config.hygrl.mentor, config.hygrl.judge) == ("auto", "auto")
   config.hygrl.llm_pairs_per_question = 1
   config.agents.backend = "openai"
   config.agents.model = MODEL_ALIAS
@@ -212,6 +212,7 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   ckpt = Checkpointer(workdir / "checkpoints")
   record = ckpt.record(ckpt.all_steps()[-1])
   ckpt.close()
+  assert record["roles"] == {"mentor": "llm", "judge": "llm"}
   per_agent = record["llm"]["per_agent"]
   # two judgements (sample, greedy) per usable question, and mentor calls
   assert per_agent["judge"]["calls"] >= 2
@@ -300,3 +301,65 @@ def test_a_tiny_run_with_the_cross_encoder(tmp_path, capsys):
   config.hygrl.policy_features = "embedding"
   with pytest.raises(ConfigError, match="policy_features"):
     run_stage.train(config, str(data), tmp_path / "other", progress=False)
+
+
+@pytest.mark.slow
+def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
+  """``multihop.relevance=cross_encoder_state``: the cross-encoder runs
+  inside the jitted search at every state. Its entries of the (2L+1)
+  vector equal the model on each host-tokenized pair (pair_text of the
+  question and the window's titles; the question alone for the state
+  entries); a run trains and evaluates with it."""
+  from racer_jax.answer.passage_reranker import PassageReranker, pair_text
+  from racer_jax.rl import hygrl, hygrl_passages
+  from racer_jax.runs import builders, multihop_relevance
+  from racer_jax.runs.multihop_workspace import prepare
+  data = tiny.write(tmp_path / "data")
+  config = _tiny_config(steps=1)
+  config.text.encoder = "minilm"
+  config.multihop.relevance = "cross_encoder_state"
+  config.multihop.reranker.negatives = 1
+  config.multihop.reranker.epochs = 1
+  config.multihop.reranker.lists_per_batch = 2
+  workdir = tmp_path / "run"
+  last = run_stage.train(config, str(data), workdir, progress=False)
+  assert last["finite"] == 1.0
+  assert not list(workdir.glob("relevance.*.npy"))  # no per-question table
+
+  ws = prepare(config, str(data), workdir / "prep", log=lambda _: None,
+               progress=False)
+  reranker = multihop_relevance.add_relevance(config, ws, workdir,
+                                              log=lambda _: None)
+  tables = multihop_relevance.search_tables(ws, reranker, config)
+  cfg = builders.hygrl_config(config)
+  assert cfg.pair_scorer is not None
+  row = 0
+  x = hygrl_passages.passage_inputs(ws.batch([row], 1), tables, cfg)
+  x = jax.tree.map(lambda a: a[0], x)
+  nodes = ws.arrays["nodes"][row]
+  real = np.flatnonzero(nodes >= 0)
+  window = np.array([real[2], real[0], -1, -1], np.int32)
+  in_seq = np.zeros(len(nodes), bool)
+  in_seq[window[window >= 0]] = True
+  state, action = jax.device_get(jax.jit(hygrl.score_features)(
+      x, window, in_seq))
+  question = ws.data.questions[row].question
+  p = ws.graph.num_passages
+  title = lambda n: ws.data.titles[n - p if n >= p else n]
+  titles = [title(int(nodes[j])) for j in window if j >= 0]
+  texts = [multihop_relevance.node_text(ws, int(nodes[j])) for j in real]
+  sig = lambda z: 1 / (1 + np.exp(-np.asarray(z)))
+  joint = sig(reranker.score([pair_text(question, titles, t)
+                              for t in texts]))
+  np.testing.assert_allclose(action[real, -1], joint, atol=2e-4)
+  assert np.all(action[nodes < 0, -1] == 0)
+  alone = sig(reranker.score([(question, texts[2]), (question, texts[0])]))
+  np.testing.assert_allclose(state[:, 0], [alone[0], alone[1], 0.0, 0.0],
+                             atol=2e-4)
+
+  figures = evaluate_run.evaluate_run(
+      evaluate_run.load_run_config(workdir), str(data), workdir, {},
+      progress=False)
+  assert figures["relevance"] == "cross_encoder_state"
+  assert "reranker_recall_at_5" not in figures
+  assert 0.0 <= figures["recall_at_5"] <= 1.0

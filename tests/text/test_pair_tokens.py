@@ -15,6 +15,10 @@ WORDS = ["the", "river", "Anna", "Smith", "B.C.", "(band)", "1987", "who",
          "of", "and", "don't", "Ōsaka", "z99"]
 
 
+# one compiled program per shape (the spec is static)
+STATE_PAIRS = jax.jit(pair_tokens.state_pairs, static_argnums=7)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
   from tokenizers import Tokenizer
@@ -52,9 +56,8 @@ def test_state_pairs_equal_the_tokenizer(tokenizer, question, titles, texts,
   window = np.full(4, -1, np.int32)
   window[:len(titles)] = np.arange(len(titles))
   window = window[list(slots)]
-  ids, type_ids, mask = jax.jit(
-      lambda *a: pair_tokens.state_pairs(*a, spec))(
-          q[0], q_len[0], title_tok, title_len, window, text_tok, text_len)
+  ids, type_ids, mask = STATE_PAIRS(
+      q[0], q_len[0], title_tok, title_len, window, text_tok, text_len, spec)
   in_window = [titles[i] for i in window if i >= 0]
   for m, text in enumerate(texts):
     first, second = pair_text(question, in_window, text)

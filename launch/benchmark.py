@@ -1,9 +1,9 @@
 r"""Speed and memory benchmarks (:mod:`racer_jax.bench`). Each prints a
 table, then one JSON line.
 
-  python launch/benchmark.py prepare --data_dir=../shared/data
-  python launch/benchmark.py rollout [--data_dir=../shared/data]
-  python launch/benchmark.py hygrl [--data_dir=../shared/data]
+  python launch/benchmark.py prepare --data_dir=DATA
+  python launch/benchmark.py rollout [--data_dir=DATA]
+  python launch/benchmark.py hygrl [--data_dir=DATA]
   python launch/benchmark.py kg_rollout --size=cn100k|multihopkg|fullsize
 
 ``prepare``: CN-100K ingest, grounding and subgraph extraction for all of

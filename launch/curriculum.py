@@ -1,7 +1,7 @@
 r"""GraphDancer's curriculum against uniform sampling, one command:
 
   python launch/curriculum.py --config=configs/csqa.py \
-      --data_dir=../shared/data --workdir=runs/curriculum --seeds=0,1,2
+      --data_dir=DATA --workdir=runs/curriculum --seeds=0,1,2
 
 Trains the walker twice per seed with the same budget — uniform epochs and
 the easy-to-hard sampler (``curriculum.*`` of the config) — evaluating the

@@ -2,7 +2,7 @@ r"""Evaluates a trained run from its checkpoint
 (:mod:`racer_jax.eval.evaluate_run`).
 
   python launch/evaluate.py --workdir=runs/demo/walker
-  python launch/evaluate.py --workdir=runs/csqa --data_dir=../shared/data \
+  python launch/evaluate.py --workdir=runs/csqa --data_dir=DATA \
       --split=dev --step=3000
   python launch/evaluate.py --workdir=runs/demo/answer --answer_only
 

@@ -2,7 +2,7 @@ r"""The main job: every stage of RACER on one config, end to end
 (:mod:`racer_jax.train.main_job`).
 
   python launch/main.py --config=configs/demo.py --workdir=runs/demo
-  python launch/main.py --config=configs/csqa.py --data_dir=../shared/data \
+  python launch/main.py --config=configs/csqa.py --data_dir=DATA \
       --workdir=runs/csqa --config.answer.model=frozen_head
 
 Walker, refiner and answer model each train into their own folder under

@@ -2,7 +2,7 @@ r"""Builds the KG store, grounds a dataset and caches its subgraphs.
 
   python launch/prepare.py --config=configs/demo.py --out_dir=/tmp/racer_demo
   python launch/prepare.py --config=configs/csqa.py \
-      --data_dir=../shared/data --out_dir=runs/csqa_prep
+      --data_dir=DATA --out_dir=runs/csqa_prep
 
 Prints progress and a report; the last line is one JSON object with the
 figures (``questions``, ``question_grounded_fraction``,

@@ -3,7 +3,7 @@ answer runs' weights (``racer_jax/train/model_soup.py``).
 
   python launch/soup.py \
       --workdirs=runs/csqa_triples_s3,runs/csqa_triples_s4 \
-      --out=runs/csqa_triples_soup [--data_dir=../shared/data --evaluate]
+      --out=runs/csqa_triples_soup [--data_dir=DATA --evaluate]
 
 The soup folder is an answer run (evaluate it with
 ``launch/evaluate.py --workdir=SOUP --answer_only``, ask it with

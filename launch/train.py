@@ -3,14 +3,14 @@ r"""Trains the walker (RACER's GraphAgent) or, with
 imitation stage, then SCST + margin).
 
   python launch/train.py --config=configs/demo.py --workdir=runs/demo
-  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+  python launch/train.py --config=configs/csqa.py --data_dir=DATA \
       --workdir=runs/csqa --config.train.num_steps=3000
-  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+  python launch/train.py --config=configs/csqa.py --data_dir=DATA \
       --workdir=runs/csqa_hygrl --config.method=hygrl
-  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+  python launch/train.py --config=configs/csqa.py --data_dir=DATA \
       --workdir=runs/csqa_refiner --config.train.stage=refiner \
       --config.refiner.walker_workdir=runs/csqa
-  python launch/train.py --config=configs/csqa.py --data_dir=../shared/data \
+  python launch/train.py --config=configs/csqa.py --data_dir=DATA \
       --workdir=runs/csqa_answer --config.train.stage=answer \
       --config.answer.knowledge_workdir=runs/csqa_refiner
 

@@ -1,8 +1,8 @@
 """Where each dataset split and knowledge graph source lives.
 
 Paths are relative to the data directory (``--data_dir`` / ``RACER_DATA_DIR``)
-laid out like ``../shared/data`` (see its ``SOURCES.md``); the demo set ships
-inside the package.
+laid out as the README's "Real data" section shows; the demo set ships inside
+package.
 """
 
 from __future__ import annotations

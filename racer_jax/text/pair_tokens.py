@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 

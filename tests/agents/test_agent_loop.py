@@ -314,7 +314,6 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
   shown = [p for r in results for ps in r.rounds[0].paths for p in ps]
   assert results and shown
   for r in results:
-    ex = data.examples[r.index]
     for c, ps in enumerate(r.rounds[0].paths):
       assert [len(p.triples) for p in ps] == sorted(len(p.triples)
                                                     for p in ps)

@@ -310,7 +310,7 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   vector equal the model on each host-tokenized pair (pair_text of the
   question and the window's titles; the question alone for the state
   entries); a run trains and evaluates with it."""
-  from racer_jax.answer.passage_reranker import PassageReranker, pair_text
+  from racer_jax.answer.passage_reranker import pair_text
   from racer_jax.rl import hygrl, hygrl_passages
   from racer_jax.runs import builders, multihop_relevance
   from racer_jax.runs.multihop_workspace import prepare

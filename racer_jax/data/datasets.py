@@ -2,7 +2,7 @@
 
 Paths are relative to the data directory (``--data_dir`` / ``RACER_DATA_DIR``)
 laid out as the README's "Real data" section shows; the demo set ships inside
-package.
+the package.
 """
 
 from __future__ import annotations

@@ -160,6 +160,7 @@ def _tiny_run(tmp_path):
   return data, config, workdir
 
 
+@pytest.mark.slow  # ~50 s: keeps the default run under 10 minutes
 def test_train_and_evaluate_a_tiny_run(tmp_path):
   data, _, workdir = _tiny_run(tmp_path)
   figures = evaluate_run.evaluate_run(
@@ -321,6 +322,8 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   config.multihop.reranker.negatives = 1
   config.multihop.reranker.epochs = 1
   config.multihop.reranker.lists_per_batch = 2
+  # τ as set: the fit compiles the search (BERT inside) once per grid value
+  config.multihop.fit_policy_tau = False
   workdir = tmp_path / "run"
   last = run_stage.train(config, str(data), workdir, progress=False)
   assert last["finite"] == 1.0

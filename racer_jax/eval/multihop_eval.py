@@ -184,7 +184,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   rows = rows[labeled]
   reranker = multihop_relevance.add_relevance(config, ws, workdir, log=log,
                                               progress=progress)
-  node_vecs = multihop_relevance.search_tables(ws, reranker, config)
+  node_vecs = multihop_relevance.search_tables(config, ws, reranker)
   if config.multihop.get("relevance") != "cross_encoder":
     reranker = None  # no per-question table (in-search m_ce, or none)
   # the optimizer's hyperparameters (steps per epoch) do not shape its state

@@ -37,18 +37,24 @@ RERANKER_FILE = "reranker.msgpack"
 KINDS = ("bi_encoder", "cross_encoder", "cross_encoder_state")
 
 
-def node_text(ws: MultiHopWorkspace, node: int) -> str:
+def node_title(ws: MultiHopWorkspace, node: int) -> str:
+  """A passage's title, or an entity's name (entity p + i: passage i's
+  title)."""
   p = ws.graph.num_passages
-  if node < p:
+  return ws.data.titles[node - p if node >= p else node]
+
+
+def node_text(ws: MultiHopWorkspace, node: int) -> str:
+  """``title: text`` for a passage, the name for an entity."""
+  if node < ws.graph.num_passages:
     return f"{ws.data.titles[node]}: {ws.data.texts[node]}"
-  return ws.data.titles[node - p]  # entity p + i: passage i's title
+  return node_title(ws, node)
 
 
 def first_segment(ws: MultiHopWorkspace, i: int) -> str:
   """Question ``i`` ⊕ its seed entities' titles (the pair's first
   segment)."""
-  p = ws.graph.num_passages
-  titles = [ws.data.titles[s - p if s >= p else s] for s in ws.seeds[i]]
+  titles = [node_title(ws, s) for s in ws.seeds[i]]
   return pair_text(ws.data.questions[i].question, titles, "")[0]
 
 
@@ -148,11 +154,9 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
     reranker.save(tmp)
     tmp.replace(path)
   if kind == "cross_encoder_state":
-    spec = pair_tokens.PairSpec.from_tokenizer(
-        reranker.tokenizer.wordpiece, r.max_length)
     q, q_len = pair_tokens.piece_table(
         reranker.tokenizer.wordpiece,
-        [x.question for x in ws.data.questions], spec.budget)
+        [x.question for x in ws.data.questions], _budget(reranker))
     ws.arrays["pair_question"], ws.arrays["pair_question_len"] = q, q_len
     log(f"m_ce(Q ⊕ N_s, a): the cross-encoder at every search state "
         f"({r.max_length} tokens per pair)")
@@ -171,24 +175,26 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   return reranker
 
 
-def search_tables(ws: MultiHopWorkspace, reranker: PassageReranker | None,
-                  config=None):
+def _budget(reranker: PassageReranker) -> int:
+  """Tokens of the two segments together (:attr:`PairSpec.budget`)."""
+  return pair_tokens.PairSpec.from_tokenizer(
+      reranker.tokenizer.wordpiece, reranker.tokenizer.max_length).budget
+
+
+def search_tables(config, ws: MultiHopWorkspace,
+                  reranker: PassageReranker | None):
   """What the jitted search reads besides the batch: ``ws.node_vecs``, or
   with ``multihop.relevance=cross_encoder_state`` a dict of those, the
   cross-encoder's parameters and every node's title and text tokens (cut
   to the pair budget; :func:`racer_jax.text.pair_tokens.piece_table`).
   On the device."""
-  kind = (config.multihop.get("relevance", "bi_encoder") if config
-          else "bi_encoder")
-  if kind != "cross_encoder_state":
+  if config.multihop.get("relevance") != "cross_encoder_state":
     return jax.device_put(ws.node_vecs)
   tok = reranker.tokenizer.wordpiece
-  budget = reranker.tokenizer.max_length - 3
-  p = ws.graph.num_passages
-  count = ws.node_vecs.shape[0]
-  nodes = range(count)
-  titles = [ws.data.titles[n - p if n >= p else n] for n in nodes]
-  title_tok, title_len = pair_tokens.piece_table(tok, titles, budget)
+  budget = _budget(reranker)
+  nodes = range(ws.node_vecs.shape[0])
+  title_tok, title_len = pair_tokens.piece_table(
+      tok, [node_title(ws, n) for n in nodes], budget)
   width = max(1, min(budget, int(title_len.max(initial=1))))
   text_tok, text_len = pair_tokens.piece_table(
       tok, [node_text(ws, n) for n in nodes], budget)

@@ -105,7 +105,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
 
   programs = {"imitation": program("imitation")}
   judgements, usage = llm_judgements(config, workdir, ws, log)
-  node_vecs = multihop_relevance.search_tables(ws, reranker, config)
+  tables = multihop_relevance.search_tables(config, ws, reranker)
   theta_dev = jax.device_put(theta)
   log(f"training on {len(rows)} questions, {per_epoch} updates per epoch")
 
@@ -118,7 +118,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         # training questions with the imitated policy)
         rl_tau[0], fit = multihop_budget.fit_policy_tau(
             multihop_eval.BeamRetriever, config, ws, state.params, theta,
-            rows, config.eval.batch_size, node_vecs)
+            rows, config.eval.batch_size, tables)
         log(f"RL stage: policy τ = {rl_tau[0]} (adds "
             f"{fit['policy_nodes_added_train']:.2f} nodes, the heuristic "
             f"{fit['heuristic_nodes_added_train']:.2f})")
@@ -129,15 +129,15 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                 cfg.beam, tau=float(rl_tau[0] or cfg.beam.tau))),
             inputs_fn=hygrl_passages.passage_inputs)
     if stage == "rl" and judgements is not None:
-      proposal = jax.device_get(programs["propose"](state, batch, node_vecs,
+      proposal = jax.device_get(programs["propose"](state, batch, tables,
                                                     theta_dev))
       shown = [(ws.data.questions[i].question, ws.data.questions[i].answer)
                for i in batch_rows(rows, step, config.seed, bs)]
       external = judgements.external(batch, shown, proposal)
-      state, metrics = programs[stage](state, batch, node_vecs, theta_dev,
+      state, metrics = programs[stage](state, batch, tables, theta_dev,
                                        external)
     else:
-      state, metrics = programs[stage](state, batch, node_vecs, theta_dev)
+      state, metrics = programs[stage](state, batch, tables, theta_dev)
     metrics = {k: metrics.get(k, 0.0) for k in (
         "loss", "finite", "grad_norm", "labels", "scst_loss", "margin_loss",
         "reward_sample", "reward_greedy")}
@@ -158,5 +158,5 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   if finished:
     last["policy_tau"] = multihop_budget.chosen_policy_tau(
         multihop_eval.BeamRetriever, config, workdir, ws, state.params,
-        theta, log=log, tables=node_vecs)
+        theta, log=log, tables=tables)
   return last

@@ -240,6 +240,18 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   assert sum(r["steps"] for r in read) >= 2
 
 
+def _cross_encoder_config(relevance: str, epochs: int):
+  """The tiny run with the MiniLM cross-encoder as m_ce (``relevance``),
+  fine-tuned for ``epochs`` on lists of one gold and one negative."""
+  config = _tiny_config(steps=1)
+  config.text.encoder = "minilm"
+  config.multihop.relevance = relevance
+  config.multihop.reranker.negatives = 1
+  config.multihop.reranker.epochs = epochs
+  config.multihop.reranker.lists_per_batch = 2
+  return config
+
+
 @pytest.mark.slow
 def test_a_tiny_run_with_the_cross_encoder(tmp_path, capsys):
   """``multihop.relevance=cross_encoder``: the MiniLM cross-encoder is
@@ -249,12 +261,7 @@ def test_a_tiny_run_with_the_cross_encoder(tmp_path, capsys):
   reuses the cached scores; the embedding input is refused with it."""
   from racer_jax.errors import ConfigError
   data = tiny.write(tmp_path / "data")
-  config = _tiny_config(steps=1)
-  config.text.encoder = "minilm"
-  config.multihop.relevance = "cross_encoder"
-  config.multihop.reranker.negatives = 1
-  config.multihop.reranker.epochs = 8
-  config.multihop.reranker.lists_per_batch = 2
+  config = _cross_encoder_config("cross_encoder", epochs=8)
   config.multihop.reranker.learning_rate = 1e-4
   workdir = tmp_path / "run"
   run_stage.train(config, str(data), workdir, progress=False)
@@ -312,16 +319,11 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   question and the window's titles; the question alone for the state
   entries); a run trains and evaluates with it."""
   from racer_jax.answer.passage_reranker import pair_text
-  from racer_jax.rl import hygrl, hygrl_passages
+  from racer_jax.rl import hygrl_passages
   from racer_jax.runs import builders, multihop_relevance
   from racer_jax.runs.multihop_workspace import prepare
   data = tiny.write(tmp_path / "data")
-  config = _tiny_config(steps=1)
-  config.text.encoder = "minilm"
-  config.multihop.relevance = "cross_encoder_state"
-  config.multihop.reranker.negatives = 1
-  config.multihop.reranker.epochs = 1
-  config.multihop.reranker.lists_per_batch = 2
+  config = _cross_encoder_config("cross_encoder_state", epochs=1)
   # τ as set: the fit compiles the search (BERT inside) once per grid value
   config.multihop.fit_policy_tau = False
   workdir = tmp_path / "run"
@@ -333,7 +335,7 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
                progress=False)
   reranker = multihop_relevance.add_relevance(config, ws, workdir,
                                               log=lambda _: None)
-  tables = multihop_relevance.search_tables(ws, reranker, config)
+  tables = multihop_relevance.search_tables(config, ws, reranker)
   cfg = builders.hygrl_config(config)
   assert cfg.pair_scorer is not None
   row = 0
@@ -347,9 +349,8 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   state, action = jax.device_get(jax.jit(hygrl.score_features)(
       x, window, in_seq))
   question = ws.data.questions[row].question
-  p = ws.graph.num_passages
-  title = lambda n: ws.data.titles[n - p if n >= p else n]
-  titles = [title(int(nodes[j])) for j in window if j >= 0]
+  titles = [multihop_relevance.node_title(ws, int(nodes[j]))
+            for j in window if j >= 0]
   texts = [multihop_relevance.node_text(ws, int(nodes[j])) for j in real]
   sig = lambda z: 1 / (1 + np.exp(-np.asarray(z)))
   joint = sig(reranker.score([pair_text(question, titles, t)

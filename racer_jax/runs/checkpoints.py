@@ -98,11 +98,13 @@ class Checkpointer:
       state, record = self.restore(step, template)
       return state, record, step
     errors = []
+    # Before the first read, not after a failure: a failed read's stragglers
+    # complete on tensorstore's threads at any moment from then on.
+    _quiet_failed_read_stragglers()
     for candidate in reversed(steps):
       try:
         state, record = self.restore(candidate, template)
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint
-        _quiet_closed_loop_callbacks()
         errors.append(f"{candidate}: {type(e).__name__}: {str(e)[:300]}")
         log(f"checkpoint {candidate} in {self.directory} is unreadable "
             f"({type(e).__name__}: {str(e)[:200]}); falling back to an "
@@ -205,12 +207,36 @@ def _is_closed_loop_callback(unraisable) -> bool:
           and str(unraisable.exc_value) == "Event loop is closed")
 
 
-def _quiet_closed_loop_callbacks() -> None:
-  """After a failed restore, tensorstore's reads still in flight complete
-  into orbax's event loop, already closed by the failure: each prints an
-  "Event loop is closed" traceback (through ``sys.unraisablehook``) though
-  the checkpoint has been reported unreadable once. Drops exactly those;
-  every other unraisable exception still reaches the previous hook."""
+class _UnretrievedReadErrors(logging.Filter):
+  """Drops asyncio's "Future exception was never retrieved" for a
+  tensorstore read error: once one array of a checkpoint fails, orbax stops
+  awaiting the others, and those that fail too are logged at collection."""
+
+  def filter(self, record) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (str(record.msg).startswith("Future exception was never "
+                                           "retrieved")
+                and exc is not None and "tensorstore_spec" in str(exc))
+
+
+def _quiet_failed_read_stragglers() -> None:
+  """A restore that fails leaves reads in flight. Each that completes later
+  prints a traceback though the checkpoint is reported unreadable once:
+
+  - into orbax's event loop, already closed by the failure: "Event loop is
+    closed" through ``sys.unraisablehook``;
+  - into a future nobody awaits any more: asyncio's "Future exception was
+    never retrieved" log.
+
+  Drops exactly those (installed before the first read: the stragglers come
+  at any moment); every other unraisable exception and asyncio log passes.
+  ``RACER_TRACEBACK=1`` keeps them all.
+  """
+  if os.environ.get("RACER_TRACEBACK", "0") not in ("", "0"):
+    return
+  logger = logging.getLogger("asyncio")
+  if not any(isinstance(f, _UnretrievedReadErrors) for f in logger.filters):
+    logger.addFilter(_UnretrievedReadErrors())
   previous = sys.unraisablehook
   if getattr(previous, "_racer_quiet", False):
     return
@@ -220,4 +246,3 @@ def _quiet_closed_loop_callbacks() -> None:
       previous(unraisable)
   hook._racer_quiet = True
   sys.unraisablehook = hook
-

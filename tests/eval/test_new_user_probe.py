@@ -37,6 +37,7 @@ def _evaluate(run_copy, path, **kw):
                               seeds=1, **kw, **QUIET)
 
 
+@pytest.mark.slow  # three evaluations of a file that changes (16 s)
 def test_resume_refuses_a_changed_question_file(run_copy, tmp_path):
   path = _file(tmp_path, "q.jsonl", LINES[:3])
   first = _evaluate(run_copy, path)

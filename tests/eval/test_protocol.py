@@ -69,6 +69,7 @@ def predictions(out_dir, name="full.seed0.jsonl"):
                     [rd["answer"] for rd in r["rounds"]]) for r in rows}
 
 
+@pytest.mark.slow  # two evaluations of the dev file (24 s)
 def test_evaluated_labels_shape_no_answer(answer_run, retrieval_runs,
                                           demo_workspace, tmp_path):
   config, workdir = copy_run(answer_run, tmp_path)
@@ -152,6 +153,7 @@ def test_legacy_calibration_is_said_in_the_first_line(answer_run, tmp_path):
   assert "two-fold" in first
 
 
+@pytest.mark.slow  # a loop pass over the train split, then an evaluation (30 s)
 def test_memory_pass_counts_only_training_questions(answer_run,
                                                     retrieval_runs,
                                                     demo_workspace,

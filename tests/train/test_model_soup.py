@@ -87,6 +87,7 @@ def _perturbed_copy(workdir, dest, seed):
   return dest
 
 
+@pytest.mark.slow  # trains a second answer run (20 s)
 def test_soup_of_two_runs_is_an_answer_run(answer_run, tmp_path):
   config, workdir = answer_run
   other = _perturbed_copy(workdir, tmp_path / "other", seed=1)

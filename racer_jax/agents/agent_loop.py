@@ -123,18 +123,20 @@ class QuestionResult:
     return self.rounds[self.deciding_turn].answer.backend
 
   def llm_usage(self) -> dict:
-    """LLM calls and new tokens this question cost (all rounds)."""
-    calls = tokens_in = tokens_out = thinking = 0
+    """LLM calls and tokens this question took (all rounds): ``tokens``
+    every reply's, cached or not; the others what this run paid."""
+    calls = tokens = tokens_in = tokens_out = thinking = 0
     for r in self.rounds:
       for u in (r.answer.llm, r.verdict.llm):
         if u:
           calls += 1
+          tokens += u["tokens"]
           tokens_in += u["input_tokens"]
           tokens_out += u["output_tokens"]
           thinking += u.get("thinking_tokens", 0)
     return {"llm_calls": calls, "input_tokens": tokens_in,
             "output_tokens": tokens_out, "thinking_tokens": thinking,
-            "tokens": tokens_in + tokens_out + thinking}
+            "tokens": tokens, "new_tokens": tokens_in + tokens_out + thinking}
 
   def explain(self) -> str:
     """The answer, the critic's verdict per round and the reasoning paths

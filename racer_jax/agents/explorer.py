@@ -24,6 +24,8 @@ import collections
 import dataclasses
 import re
 
+import tqdm
+
 from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.templates import Triple
 from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError, parse_step
@@ -177,8 +179,13 @@ class Explorer:
   def run(self, questions) -> list[Transcript]:
     """``questions``: ``(question, choices, gold or None)`` triples."""
     transcripts = [Transcript(q, list(c), g) for q, c, g in questions]
-    while any(not t.done for t in transcripts):
-      self.step_all(transcripts)
+    with tqdm.tqdm(total=self.max_interactions, desc="explorer steps",
+                   unit="step", disable=len(transcripts) < 2) as bar:
+      while any(not t.done for t in transcripts):
+        bar.set_postfix(questions_active=sum(not t.done
+                                             for t in transcripts))
+        self.step_all(transcripts)
+        bar.update()
     return transcripts
 
 

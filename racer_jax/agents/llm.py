@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import jsonschema
 import tenacity
+import tqdm
 
 from racer_jax.agents.llm_cache import ResponseCache, cache_key
 from racer_jax.errors import LLMError
@@ -65,11 +66,21 @@ class LLMReply:
   def ok(self) -> bool:
     return self.error is None
 
+  @property
+  def total_tokens(self) -> int:
+    """Input + output + thinking tokens of this reply, cached or not."""
+    return sum(int(n or 0) for n in (self.input_tokens, self.output_tokens,
+                                     self.thinking_tokens))
+
   def usage(self) -> dict:
-    """This call's share of the usage report (per-question accounting);
-    a cache hit cost no new tokens."""
+    """This call's share of the usage report (per-question accounting).
+    ``tokens``: what the call's prompt and reply take (input + output +
+    thinking), cached or not: the method's cost, the same on every run.
+    ``input_tokens`` / ``output_tokens`` / ``thinking_tokens``: what this
+    run paid (a cache hit cost no new tokens)."""
     new = not self.cache_hit
     return {"calls": 1, "cache_hit": self.cache_hit,
+            "tokens": self.total_tokens,
             "input_tokens": self.input_tokens if new else 0,
             "output_tokens": self.output_tokens if new else 0,
             "thinking_tokens": self.thinking_tokens if new else 0,
@@ -316,11 +327,15 @@ class TextBackend:
       if replies[first].error in FATAL:
         raise self._fatal(replies[first])
     if todo:
+      agents = sorted({requests[i].agent or "LLM" for i in todo})
       with concurrent.futures.ThreadPoolExecutor(
-          min(self._max_concurrency, len(todo))) as pool:
+          min(self._max_concurrency, len(todo))) as pool, tqdm.tqdm(
+              total=len(todo), desc=f"{'/'.join(agents)} calls",
+              unit="call", leave=False, disable=len(todo) < 2) as bar:
         done = pool.map(lambda i: self._finish(requests[i], keys[i]), todo)
         for i, reply in zip(todo, done):
           replies[i] = reply
+          bar.update()
     for reply in replies:
       if reply.error in FATAL:
         raise self._fatal(reply)

@@ -4,15 +4,17 @@ Counts calls, cache hits, prompt / answer / thinking tokens, latency and
 failures by category (``truncated``, ``blocked``, ``timeout``…), in all and
 per agent (``answer``, ``critic``, ``template``, ``explorer``, ``mentor``…),
 and the answers or verdicts that fell back to a stand-in. Cached replies
-count as calls made but add no tokens, so a re-run reports 0 new tokens.
+count as calls made but add no new tokens (``input_tokens`` …), so a re-run
+reports 0 new tokens; ``tokens`` counts every reply, cached or not (the
+method's cost per question, the same whatever the cache holds).
 """
 
 from __future__ import annotations
 
 import collections
 
-_PER_AGENT = ("calls", "cache_hits", "input_tokens", "output_tokens",
-              "thinking_tokens", "errors", "fallbacks")
+_PER_AGENT = ("calls", "cache_hits", "tokens", "input_tokens",
+              "output_tokens", "thinking_tokens", "errors", "fallbacks")
 
 
 class UsageReport:
@@ -20,6 +22,7 @@ class UsageReport:
   def __init__(self):
     self.calls = 0
     self.cache_hits = 0
+    self.tokens = 0  # every reply's, cached or not
     self.input_tokens = 0
     self.output_tokens = 0
     self.thinking_tokens = 0
@@ -38,6 +41,8 @@ class UsageReport:
     mine = self._agent(agent)
     self.calls += 1
     mine["calls"] += 1
+    self.tokens += reply.total_tokens
+    mine["tokens"] += reply.total_tokens
     if reply.cache_hit:
       self.cache_hits += 1
       mine["cache_hits"] += 1
@@ -68,6 +73,7 @@ class UsageReport:
   def to_dict(self) -> dict:
     return {"llm_calls": self.calls, "llm_cache_hits": self.cache_hits,
             "llm_new_calls": self.calls - self.cache_hits,
+            "tokens": self.tokens,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "thinking_tokens": self.thinking_tokens,

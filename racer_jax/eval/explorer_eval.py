@@ -56,8 +56,7 @@ def evaluate(config, data_dir, workdir, *, agents, split=None,
              "llm": explorer.report.to_dict(),
              **(stack.llm_identity or {})}
   u = figures["llm"]
-  figures["tokens_per_question"] = (u["input_tokens"] + u["output_tokens"]
-                                    ) / max(n, 1)
+  figures["tokens_per_question"] = u["tokens"] / max(n, 1)
   name = key + llm_figures.folder_suffix(stack.llm_identity, agents)
   workdir = Path(workdir)
   out_dir = workdir / "eval" / f"{name}.explorer_only.first{n}"

@@ -57,7 +57,7 @@ def reader_figures(backend, ws, rows, ranked, k: int = 5) -> tuple:
       answers, [q.answer for q in questions]).items()}
   figures.update(
       reader_failed_calls=sum(r.error is not None for r in replies),
-      reader_tokens_per_question=(u["input_tokens"] + u["output_tokens"]) / n)
+      reader_tokens_per_question=u["tokens"] / n)
   return figures, records
 
 
@@ -93,8 +93,7 @@ def explorer_figures(backend, ws, rows, max_interactions: int) -> tuple:
          "explorer_accuracy": scores["exact_match"],
          "explorer_exact_match": scores["exact_match"],
          "explorer_f1": scores["f1"],
-         "explorer_tokens_per_question":
-             (u["input_tokens"] + u["output_tokens"]) / n}
+         "explorer_tokens_per_question": u["tokens"] / n}
   records = [{"id": q.id, "explorer_answer": t.answer,
               "outcome": t.outcome, "steps": t.steps,
               "valid_steps": t.valid_steps, "calls": t.calls,

@@ -218,6 +218,11 @@ def test_cache_makes_a_rerun_free(tmp_path):
   assert not any(r.cache_hit for r in first)
   assert report.to_dict()["llm_new_calls"] == 0
   assert report.to_dict()["input_tokens"] == 0
+  # the method's cost is the same whatever the cache holds
+  assert report.to_dict()["tokens"] == sum(r.total_tokens for r in first) > 0
+  assert [r.usage()["tokens"] for r in again] == [
+      r.usage()["tokens"] for r in first]
+  assert all(r.usage()["input_tokens"] == 0 for r in again)
 
 
 @pytest.mark.parametrize("change", [

@@ -57,6 +57,7 @@ def reader_figures(backend, ws, rows, ranked, k: int = 5) -> tuple:
       answers, [q.answer for q in questions]).items()}
   figures.update(
       reader_failed_calls=sum(r.error is not None for r in replies),
+      reader_llm_errors=u["llm_errors"],
       reader_tokens_per_question=u["tokens"] / n)
   return figures, records
 
@@ -93,11 +94,15 @@ def explorer_figures(backend, ws, rows, max_interactions: int) -> tuple:
          "explorer_accuracy": scores["exact_match"],
          "explorer_exact_match": scores["exact_match"],
          "explorer_f1": scores["f1"],
-         "explorer_tokens_per_question": u["tokens"] / n}
+         "explorer_tokens_per_question": u["tokens"] / n,
+         # a failed call (no reply to answer) ends its question
+         "explorer_failed_calls": sum(t.outcome == "invalid_protocol"
+                                      for t in transcripts),
+         "explorer_llm_errors": u["llm_errors"]}
   records = [{"id": q.id, "explorer_answer": t.answer,
               "outcome": t.outcome, "steps": t.steps,
               "valid_steps": t.valid_steps, "calls": t.calls,
               "valid_calls": t.valid_calls, "evidence_hit": h,
-              "transcript": t.text} for q, t, h in zip(questions,
+              "errors": t.errors, "transcript": t.text} for q, t, h in zip(questions,
                                                       transcripts, hits)]
   return out, records

@@ -219,14 +219,16 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   assert per_agent["judge"]["calls"] >= 2
   assert per_agent["mentor"]["calls"] >= 1
 
-  figures = evaluate_run.evaluate_run(
-      evaluate_run.load_run_config(workdir), str(data), workdir,
-      {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
-       "max_questions": 2,
-       "llm_setting": ["graph=explorer", "max_interactions=2",
-                       "max_output_tokens=128", "thinking_budget=0",
-                       "max_concurrency=1", "timeout_s=300"]},
-      progress=False)
+  def evaluate():
+    return evaluate_run.evaluate_run(
+        evaluate_run.load_run_config(workdir), str(data), workdir,
+        {"backend": "openai", "model": MODEL_ALIAS, "base_url": llama_server,
+         "max_questions": 2,
+         "llm_setting": ["graph=explorer", "max_interactions=2",
+                         "max_output_tokens=128", "thinking_budget=0",
+                         "max_concurrency=1", "timeout_s=300"]},
+        progress=False)
+  figures = evaluate()
   assert figures["llm_questions"] == figures["explorer_questions"] == 2
   assert figures["llm"]["model"] == MODEL_ALIAS
   assert figures["reader_tokens_per_question"] > 0
@@ -238,6 +240,19 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   read = [r for r in rows if "reader_answer" in r]
   assert len(read) == 2 and all("transcript" in r for r in read)
   assert sum(r["steps"] for r in read) >= 2
+  # every failed call is counted, by category
+  assert figures["explorer_failed_calls"] == sum(
+      r["outcome"] == "invalid_protocol" for r in read)
+  assert figures["reader_failed_calls"] == sum(
+      r["reader_error"] is not None for r in read)
+  assert sum(figures["reader_llm_errors"].values()) == figures[
+      "reader_failed_calls"]
+  # the replies now come from the cache: the same answers and the same
+  # tokens per question (the method's cost, not what this run paid)
+  again = evaluate()
+  for key in ("reader_tokens_per_question", "explorer_tokens_per_question",
+              "reader_f1", "valid_format_rate", "calls_per_question"):
+    assert again[key] == figures[key], key
 
 
 def _cross_encoder_config(relevance: str, epochs: int):

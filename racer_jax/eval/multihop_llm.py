@@ -103,6 +103,6 @@ def explorer_figures(backend, ws, rows, max_interactions: int) -> tuple:
               "outcome": t.outcome, "steps": t.steps,
               "valid_steps": t.valid_steps, "calls": t.calls,
               "valid_calls": t.valid_calls, "evidence_hit": h,
-              "errors": t.errors, "transcript": t.text} for q, t, h in zip(questions,
-                                                      transcripts, hits)]
+              "errors": t.errors, "transcript": t.text}
+             for q, t, h in zip(questions, transcripts, hits)]
   return out, records

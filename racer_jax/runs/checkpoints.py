@@ -90,6 +90,9 @@ class Checkpointer:
 
     Returns ``(state, record, step)`` or None when there is no checkpoint.
     """
+    # Before the first read, not after a failure: a failed read's stragglers
+    # complete on tensorstore's threads at any moment from then on.
+    _quiet_failed_read_stragglers()
     steps = self.all_steps()
     if step is not None:
       if step not in steps:
@@ -98,9 +101,6 @@ class Checkpointer:
       state, record = self.restore(step, template)
       return state, record, step
     errors = []
-    # Before the first read, not after a failure: a failed read's stragglers
-    # complete on tensorstore's threads at any moment from then on.
-    _quiet_failed_read_stragglers()
     for candidate in reversed(steps):
       try:
         state, record = self.restore(candidate, template)

@@ -23,15 +23,11 @@ from typing import Callable
 from absl import app, flags
 
 from racer_jax import xla_cpu
-from racer_jax.errors import RacerError
+from racer_jax.errors import RacerError, tracebacks_wanted
 
 # What a user's own input can raise: our documented errors, files that are
 # not there, values that cannot work.
 USER_ERRORS = (RacerError, OSError, ValueError)
-
-
-def _tracebacks() -> bool:
-  return os.environ.get("RACER_TRACEBACK", "0") not in ("", "0")
 
 
 def fail(message, status: int = 1) -> None:
@@ -58,7 +54,7 @@ def parse_flags(argv: list[str], commands: tuple[str, ...] = ()
   except flags.Error as e:
     fail(e)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
-    if _tracebacks():
+    if tracebacks_wanted():
       raise
     inner = e.args[0] if e.args else e
     inner = inner.args[0] if isinstance(inner, KeyError) and inner.args \
@@ -124,11 +120,11 @@ def run(main: Callable[..., object], commands: tuple[str, ...] = ()) -> None:
     try:
       return main(*argv[1:])
     except USER_ERRORS as e:
-      if _tracebacks():
+      if tracebacks_wanted():
         raise
       fail(e)
     except KeyboardInterrupt:
-      if _tracebacks():
+      if tracebacks_wanted():
         raise
       fail("interrupted (Ctrl-C); what was finished is saved: rerun with "
            "the same flags (and --resume for an evaluation) to go on", 130)

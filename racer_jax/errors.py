@@ -6,6 +6,14 @@ Every loader and parser raises one of these (never a bare ``KeyError`` or
 
 from __future__ import annotations
 
+import os
+
+
+def tracebacks_wanted() -> bool:
+  """``RACER_TRACEBACK=1``: show tracebacks (ours and libraries') instead
+  of the one-line errors and the quieted library noise."""
+  return os.environ.get("RACER_TRACEBACK", "0") not in ("", "0")
+
 
 class RacerError(Exception):
   """Base class of all errors this project raises on purpose."""

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import jax
 import orbax.checkpoint as ocp
 
-from racer_jax.errors import CheckpointError
+from racer_jax.errors import CheckpointError, tracebacks_wanted
 
 
 def restore_template(create: Callable, *args, **kwargs):
@@ -184,7 +184,7 @@ class _OrbaxErrors(logging.Filter):
 
 
 def _quiet_orbax_error_logs() -> None:
-  if os.environ.get("RACER_TRACEBACK", "0") not in ("", "0"):
+  if tracebacks_wanted():
     return
   logger = logging.getLogger("absl")
   if not any(isinstance(f, _OrbaxErrors) for f in logger.filters):
@@ -232,7 +232,7 @@ def _quiet_failed_read_stragglers() -> None:
   at any moment); every other unraisable exception and asyncio log passes.
   ``RACER_TRACEBACK=1`` keeps them all.
   """
-  if os.environ.get("RACER_TRACEBACK", "0") not in ("", "0"):
+  if tracebacks_wanted():
     return
   logger = logging.getLogger("asyncio")
   if not any(isinstance(f, _UnretrievedReadErrors) for f in logger.filters):

@@ -120,6 +120,11 @@ OPTIONS = (
     Option("max_questions", "integer", 0, "Only the first N questions of "
            "the split (0: all); multi-hop runs: of the LLM's reader and "
            "explorer.", ("agents", "multihop")),
+    Option("reader_rankings", "list", list(multihop_eval.READER_RANKINGS),
+           "Multi-hop runs with an LLM: the rankings whose top 5 passages "
+           "the reader answers from, each its own figures (policy, "
+           "heuristic, bm25, dense; reranker with multihop.relevance="
+           "cross_encoder).", ("multihop",)),
     Option("compare", "list", [], "LABEL=DIR walker runs trained with "
            "train.eval_every: compare their learning speed instead of "
            "evaluating (table and curves go to --workdir).", ("compare",)),
@@ -239,10 +244,14 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
       if agents.backend == "local":
         raise ConfigError("the reader and explorer need an LLM: add "
                           "--backend=gemini or --backend=openai")
+    elif list(o["reader_rankings"]) != list(multihop_eval.READER_RANKINGS):
+      raise ConfigError("--reader_rankings chooses what the LLM reader "
+                        "reads: add --backend=gemini or --backend=openai")
     return multihop_eval.evaluate(config, data_dir, workdir, step=o["step"],
                                   split=o["split"], eval_file=o["eval_file"],
                                   agents=agents, api_key=o["api_key"],
                                   max_questions=o["max_questions"],
+                                  reader_rankings=o["reader_rankings"],
                                   progress=progress)
   if kind == "hygrl":
     return retrieval_eval.evaluate(config, data_dir, workdir,

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
-from racer_jax.eval import multihop_budget, multihop_llm, qa_metrics
+from racer_jax.eval import multihop_budget, multihop_llm, paired, qa_metrics
 from racer_jax.eval.multihop_budget import FIELD
 from racer_jax.rl import hygrl_passages
 from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
@@ -39,6 +39,21 @@ from racer_jax.runs import multihop_relevance, multihop_workspace, run_config
 from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
 
 METHODS = ("policy", "heuristic", "bm25", "dense")
+READER_RANKINGS = ("policy", "bm25", "dense")  # the reader's default
+
+
+def check_reader_rankings(config, names) -> tuple[str, ...]:
+  """``names`` as a tuple, or ConfigError for an unknown or repeated one
+  (``reranker`` only where the run has the per-question cross-encoder)."""
+  known = METHODS + (("reranker",) if config.multihop.get("relevance")
+                     == "cross_encoder" else ())
+  names = tuple(names)
+  bad = [m for m in names if m not in known]
+  if bad or not names or len(set(names)) != len(names):
+    raise ConfigError(f"--reader_rankings={','.join(names)}: each of "
+                      f"{', '.join(known)} at most once, at least one"
+                      + (f" ({bad[0]!r} is not one)" if bad else ""))
+  return names
 
 
 def recall_at(ranked, gold, k: int) -> float:
@@ -163,14 +178,16 @@ def _subset_means(per_q: dict, masks: dict) -> dict:
 
 def evaluate(config, data_dir, workdir, *, step=None, split=None,
              eval_file=None, agents=None, api_key=None,
-             max_questions: int = 0, progress: bool = True,
-             log=print) -> dict:
+             max_questions: int = 0, reader_rankings=READER_RANKINGS,
+             progress: bool = True, log=print) -> dict:
   """The run's figures (the launcher's last JSON line). ``agents`` with an
-  LLM backend adds the reader's figures over the policy's top passages and,
-  with ``agents.graph=explorer``, the explorer's
+  LLM backend adds the reader's figures over the top passages of each of
+  ``reader_rankings`` (of :data:`METHODS`, or ``reranker``) and, with
+  ``agents.graph=explorer``, the explorer's
   (:mod:`racer_jax.eval.multihop_llm`), on the first ``max_questions``
   scored questions (0: all)."""
   workdir = Path(workdir)
+  reader_rankings = check_reader_rankings(config, reader_rankings)
   ws = prepare(config, data_dir, prep_dir(config, workdir),
                eval_file=eval_file, log=log, progress=progress)
   split = "all" if eval_file else (split or config.eval.split)
@@ -258,7 +275,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   llm_records = {}
   if agents is not None and agents.backend != "local":
     figures.update(_llm_figures(agents, api_key, workdir, ws, rows,
-                                ranked["policy"], max_questions,
+                                ranked, reader_rankings, max_questions,
                                 llm_records, log))
   out = workdir / f"eval_{config.multihop.dataset}_{split}.json"
   out.write_text(json.dumps(figures, indent=1))
@@ -273,26 +290,52 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   return figures
 
 
-def _llm_figures(agents, api_key, workdir, ws, rows, ranked, max_questions,
-                 records: dict, log) -> dict:
+def reader_name(method: str) -> str:
+  """The reader's figure prefix over ``method``'s ranking: ``reader`` for
+  the policy's (the headline), ``bm25_reader`` etc. for the others."""
+  return "reader" if method == "policy" else f"{method}_reader"
+
+
+def _llm_figures(agents, api_key, workdir, ws, rows, ranked: dict,
+                 reader_rankings, max_questions, records: dict, log) -> dict:
+  """The reader over each of ``reader_rankings`` (the same questions, the
+  same prompt around each ranking's top 5), the policy's reader against
+  each other one (paired exact match: bootstrap interval and McNemar),
+  and the explorer with ``agents.graph=explorer``."""
   backend = llm_backends.make_backend(agents, api_key,
                                       cache_path=workdir / "llm_cache.sqlite")
   n = len(rows) if max_questions <= 0 else min(max_questions, len(rows))
-  log(f"LLM ({backend!r}): the reader over the policy's top passages"
+  log(f"LLM ({backend!r}): the reader over the top passages of "
+      + ", ".join(reader_rankings)
       + (", the explorer" if agents.get("graph") == "explorer" else "")
       + f", {n} questions")
-  figures, per_q = multihop_llm.reader_figures(backend, ws, rows[:n],
-                                               ranked[:n])
-  for r in per_q:
-    records.setdefault(r["id"], {}).update(
-        reader_answer=r["reader_answer"], reader_error=r["reader_error"])
+  figures, exact = {}, {}
+  for method in reader_rankings:
+    name = reader_name(method)
+    more, per_q = multihop_llm.reader_figures(
+        backend, ws, rows[:n], ranked[method][:n], name=name)
+    figures.update(more)
+    exact[method] = [r[f"{name}_exact_match"] == 1.0 for r in per_q]
+    for r in per_q:
+      records.setdefault(r["id"], {}).update(
+          {k: r[k] for k in (f"{name}_answer", f"{name}_error",
+                             f"{name}_f1")})
+  if "policy" in exact and n >= 2:
+    for method in reader_rankings:
+      if method != "policy":  # B = the policy's reader, A = the other
+        c = paired.paired_comparison(exact[method], exact["policy"])
+        figures[f"reader_exact_match_minus_{method}"] = {
+            k: c[k] for k in ("difference", "difference_ci95",
+                              "mcnemar_p", "a_only_correct",
+                              "b_only_correct")}
   if agents.get("graph") == "explorer":
     more, per_q = multihop_llm.explorer_figures(
         backend, ws, rows[:n], agents.get("max_interactions", 8))
     figures.update(more)
     for r in per_q:
       records.setdefault(r.pop("id"), {}).update(r)
-  figures.update(llm_questions=n, llm=backend.identity())
+  figures.update(llm_questions=n, llm=backend.identity(),
+                 reader_rankings=list(reader_rankings))
   return figures
 
 
@@ -317,4 +360,15 @@ def report_text(f: dict, ks) -> str:
   lines.append(f"{f['questions_per_second']:.1f} questions/s end to end; "
                f"latency p50 {f['latency_p50_s'] or 0:.3f} s; peak RSS "
                f"{f['peak_rss_gb']:.2f} GiB")
+  for m in f.get("reader_rankings", ()):
+    name = reader_name(m)
+    line = (f"LLM reader over {m}'s top 5 ({f['llm_questions']} questions):"
+            f" EM {f[name + '_exact_match']:.3f}, F1 {f[name + '_f1']:.3f}, "
+            f"{f[name + '_failed_calls']} failed calls")
+    c = f.get(f"reader_exact_match_minus_{m}")
+    if c:
+      low, high = c["difference_ci95"]
+      line += (f"; policy's minus this EM {c['difference']:+.3f} "
+               f"[{low:+.3f}, {high:+.3f}], McNemar p {c['mcnemar_p']:.2g}")
+    lines.append(line)
   return "\n".join(lines)

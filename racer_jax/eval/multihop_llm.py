@@ -1,6 +1,7 @@
 """A multi-hop run's LLM figures, when an LLM backend is given: the reader
-(the LLM answers from the policy's top passages: EM / F1, tokens per
-question) and, with ``agents.graph=explorer``, GraphDancer's explorer on
+(the LLM answers from a ranking's top passages: EM / F1, tokens per
+question; the policy's, and the baselines' to compare the retrievers by
+the answers they lead to) and, with ``agents.graph=explorer``, GraphDancer's explorer on
 the passage graph (its answer's EM / F1 and the protocol figures: valid
 format per question, valid calls, evidence hit — a gold passage read or
 listed —, calls per question, unfinished at the limit)."""
@@ -34,9 +35,12 @@ def _scores(answers, golds) -> dict:
               qa_metrics.token_f1(a, g) for a, g in zip(answers, golds))}
 
 
-def reader_figures(backend, ws, rows, ranked, k: int = 5) -> tuple:
+def reader_figures(backend, ws, rows, ranked, k: int = 5,
+                   name: str = "reader") -> tuple:
   """``(figures, per-question records)`` of the LLM reading the first
-  ``k`` passages of each question's ranking."""
+  ``k`` passages of each question's ranking; figures and record fields
+  are prefixed ``name`` (``reader`` for the policy's ranking,
+  ``bm25_reader`` for BM25's...)."""
   usage = llm_usage.UsageReport()
   questions = [ws.data.questions[i] for i in rows]
   requests = [llm.Request(READER_SYSTEM, reader_prompt(
@@ -49,16 +53,20 @@ def reader_figures(backend, ws, rows, ranked, k: int = 5) -> tuple:
     usage.record(reply, "reader")
     answer = (reply.parsed or {}).get("answer", "") if reply.ok else ""
     answers.append(str(answer))
-    records.append({"id": q.id, "reader_answer": answer,
-                    "reader_error": reply.error, **reply.usage()})
+    records.append({"id": q.id, f"{name}_answer": answer,
+                    f"{name}_error": reply.error,
+                    f"{name}_exact_match": qa_metrics.exact_match(
+                        str(answer), q.answer),
+                    f"{name}_f1": qa_metrics.token_f1(str(answer), q.answer),
+                    **reply.usage()})
   n = max(len(rows), 1)
   u = usage.to_dict()
-  figures = {f"reader_{k_}": v for k_, v in _scores(
+  figures = {f"{name}_{k_}": v for k_, v in _scores(
       answers, [q.answer for q in questions]).items()}
-  figures.update(
-      reader_failed_calls=sum(r.error is not None for r in replies),
-      reader_llm_errors=u["llm_errors"],
-      reader_tokens_per_question=u["tokens"] / n)
+  figures.update({
+      f"{name}_failed_calls": sum(r.error is not None for r in replies),
+      f"{name}_llm_errors": u["llm_errors"],
+      f"{name}_tokens_per_question": u["tokens"] / n})
   return figures, records
 
 

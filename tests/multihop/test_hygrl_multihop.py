@@ -232,8 +232,11 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
   assert figures["llm_questions"] == figures["explorer_questions"] == 2
   assert figures["llm"]["model"] == MODEL_ALIAS
   assert figures["reader_tokens_per_question"] > 0
+  # the reader over the policy's ranking and over each baseline's
+  assert figures["reader_rankings"] == ["policy", "bm25", "dense"]
   for key in ("valid_format_rate", "valid_call_rate", "evidence_hit_rate",
-              "unfinished_at_limit", "explorer_accuracy", "reader_f1"):
+              "unfinished_at_limit", "explorer_accuracy", "reader_f1",
+              "bm25_reader_f1", "dense_reader_exact_match"):
     assert 0.0 <= figures[key] <= 1.0, key
   assert 0.0 <= figures["calls_per_question"] <= 2
   rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]

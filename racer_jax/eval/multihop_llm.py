@@ -1,10 +1,11 @@
 """A multi-hop run's LLM figures, when an LLM backend is given: the reader
 (the LLM answers from a ranking's top passages: EM / F1, tokens per
 question; the policy's, and the baselines' to compare the retrievers by
-the answers they lead to) and, with ``agents.graph=explorer``, GraphDancer's explorer on
-the passage graph (its answer's EM / F1 and the protocol figures: valid
-format per question, valid calls, evidence hit — a gold passage read or
-listed —, calls per question, unfinished at the limit)."""
+the answers they lead to) and, with ``agents.graph=explorer``,
+GraphDancer's explorer on the passage graph (its answer's EM / F1 and the
+protocol figures: valid format per question, valid calls, evidence hit — a
+gold passage read or listed —, calls per question, unfinished at the
+limit)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def get_config():
   # every search state: the paper's m_ce(Q ⊕ N_s, a); per update batch x
   # D_max x (N + L) pairs, ~100k at batch 256: not measured on CPU). On
   # 2Wiki dev "cross_encoder" measured Recall@2 / @5 0.739 / 0.923 (policy
-  # seeds 0-2) against 0.731 / 0.917 (within the seeds' spread) at ~1 s per
+  # seeds 0-2) against 0.731 / 0.918 (within the seeds' spread) at ~1 s per
   # question instead of ~0.05 s on 2 cores: an option, not the default
   config.multihop.relevance = "bi_encoder"
   config.multihop.reranker = ml_collections.ConfigDict(dict(
@@ -71,7 +71,7 @@ def get_config():
   h.hidden_sizes = (512, 256, 128)
   # the (2L+1)-dim vector. On 2Wiki dev "embedding" (node vectors and the
   # four metrics, the CSQA input) measured better: Recall@5 0.949 (seed 0)
-  # against 0.915-0.921 (seeds 0-2), both at the heuristic's node budget
+  # against 0.908-0.928 (seeds 0-2), both at the heuristic's node budget
   h.policy_features = "scores"
   h.reward = "gold_recall"            # offline judge: share of gold found
   # the paper's LLM mentor and judge whenever agents.backend names one;

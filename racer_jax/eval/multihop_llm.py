@@ -49,11 +49,10 @@ def reader_figures(backend, ws, rows, ranked, k: int = 5,
       [ws.data.texts[p] for p in r[:k]]), READER_SCHEMA, agent="reader")
       for q, r in zip(questions, ranked)]
   replies = backend.generate_many(requests)
-  answers, records = [], []
+  records = []
   for q, reply in zip(questions, replies):
     usage.record(reply, "reader")
     answer = (reply.parsed or {}).get("answer", "") if reply.ok else ""
-    answers.append(str(answer))
     records.append({"id": q.id, f"{name}_answer": answer,
                     f"{name}_error": reply.error,
                     f"{name}_exact_match": qa_metrics.exact_match(
@@ -62,8 +61,9 @@ def reader_figures(backend, ws, rows, ranked, k: int = 5,
                     **reply.usage()})
   n = max(len(rows), 1)
   u = usage.to_dict()
-  figures = {f"{name}_{k_}": v for k_, v in _scores(
-      answers, [q.answer for q in questions]).items()}
+  figures = {f"{name}_{m}": qa_metrics.mean_of(r[f"{name}_{m}"]
+                                               for r in records)
+             for m in ("exact_match", "f1")}
   figures.update({
       f"{name}_failed_calls": sum(r.error is not None for r in replies),
       f"{name}_llm_errors": u["llm_errors"],

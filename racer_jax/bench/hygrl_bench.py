@@ -187,6 +187,6 @@ def bench_hygrl(data_dir, prep_dir, options: HygrlOptions) -> dict:
           "policy_choice": bool(h.policy_choice),
           "heuristic_choice": bool(h.heuristic_choice),
           "theta": [float(t) for t in theta]},
-      "device": jax.devices()[0].device_kind, **timing.machine(),
+      **timing.machine(),
       "timing": f"best of {repeats} after a warm-up (python: best of "
                 f"{min(repeats, 2)})"}

@@ -267,7 +267,7 @@ def bench_kg_rollout(data_dir, options: KgRolloutOptions,
   stats = getattr(jax.devices()[0], "memory_stats", lambda: None)()
   if stats and "peak_bytes_in_use" in stats:
     figures["device_peak_gb"] = stats["peak_bytes_in_use"] / 2 ** 30
-  figures.update(device=jax.devices()[0].device_kind, **timing.machine(),
+  figures.update(**timing.machine(),
                  timing=f"best (and median) of {options.kg_repeats} after a "
                  "warm-up; baselines best of half as many")
   for k, v in figures.items():

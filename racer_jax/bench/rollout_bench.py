@@ -264,7 +264,7 @@ def bench_rollout(data_dir, prep_dir, options: RolloutOptions) -> dict:
       "max_steps": cfg.max_steps, "walkers_per_question":
       options.walkers_per_question,
       "p_teacher": bench.p_teacher,
-      "device": jax.devices()[0].device_kind, **timing.machine(),
+      **timing.machine(),
       "timing": f"best (and median) of {options.repeats} after a warm-up",
       "python_loop_timed_walkers": top["python_loop_timed_walkers"],
       "sweep": rows}

@@ -7,16 +7,12 @@ headline, the median says how much the run varied.
 
 from __future__ import annotations
 
-import os
-import platform
 import resource
 import time
 from statistics import median
 from typing import Callable
 
-import jax
-
-from racer_jax.xla_cpu import cpu_flags
+from racer_jax.machine import describe
 
 
 def times(fn: Callable[[], object], repeats: int) -> list[float]:
@@ -51,32 +47,12 @@ def peak_rss_gb() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
 
 
-def cpu_model() -> str:
-  """The CPU's model name from ``/proc/cpuinfo`` (Linux), else what
-  :mod:`platform` says."""
-  model = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-          return value.strip()
-  except OSError:
-    pass
-  return model
-
-
 def machine() -> dict:
-  """What the ratios depend on: CPU model, its widest vector extension,
-  library versions (eager PyTorch gains more than XLA from AVX-512) and
-  the XLA flags in force (``racer_jax.xla_cpu`` adds a 512-bit vector
-  width on AVX-512 CPUs)."""
-  flags = cpu_flags()
-  isa = next((x for x in ("avx512f", "avx2", "avx", "sve", "asimd", "neon")
-              if x in flags), "unknown")
-  out = {"cpu_model": cpu_model(), "cpu_vector_isa": isa,
-         "cpu_count": os.cpu_count(), "jax_version": jax.__version__,
-         "xla_flags": os.environ.get("XLA_FLAGS", "")}
+  """What the ratios depend on (:func:`racer_jax.machine.describe`: CPU
+  model, vector extension, library versions, the XLA flags in force; eager
+  PyTorch gains more than XLA from AVX-512) and PyTorch's version where it
+  is installed."""
+  out = describe()
   try:
     import torch
     out["torch_version"] = torch.__version__

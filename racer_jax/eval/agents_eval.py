@@ -42,6 +42,7 @@ from typing import Callable
 
 import numpy as np
 
+from racer_jax import machine
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
@@ -271,7 +272,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       torn_total[0], "ablations_skipped": skipped,
       "peak_rss_gb": metrics_lib.peak_rss_gb(),
       "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
-      "wall_s": time.perf_counter() - started,
+      "machine": machine.describe(), "wall_s": time.perf_counter() - started,
   })
   if ensemble:
     figures["answer_members"] = stack.members

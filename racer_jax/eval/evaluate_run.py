@@ -289,7 +289,7 @@ def figures_text(figures: dict, kind: str, workdir) -> str:
     lines.append("NOTE:" + report.unsure_phrase(figures))
   width = max(map(len, figures), default=0)
   for k, v in figures.items():
-    if k not in _NOT_SCALARS:
+    if k not in _NOT_SCALARS and not isinstance(v, (dict, list)):
       lines.append(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else
                    f"{k:<{width}}  {v}")
   sweep = figures.get("sweep") or []
@@ -321,4 +321,9 @@ def figures_text(figures: dict, kind: str, workdir) -> str:
     if "accuracy" in row:
       lines.append(f"ablation {name:<12} accuracy {row['accuracy']:.4f}  "
                    f"delta {row.get('delta_accuracy', 0.0):+.4f}")
+  m = figures.get("machine")
+  if m:
+    lines.append(f"machine: {m['cpu_model']} ({m['cpu_vector_isa']}, "
+                 f"{m['cpu_count']} CPUs), {m['device']}, jax "
+                 f"{m['jax_version']}, XLA_FLAGS={m['xla_flags']!r}")
   return "\n".join(lines)

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from racer_jax import machine
 from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
 from racer_jax.eval import multihop_budget, multihop_llm, paired, qa_metrics
@@ -268,7 +269,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
       questions_per_second=len(rows) / seconds,
       latency_p50_s=float(np.median(latency)) if latency else None,
       latency_p90_s=float(np.percentile(latency, 90)) if latency else None,
-      peak_rss_gb=qa_metrics.peak_rss_gb(),
+      peak_rss_gb=qa_metrics.peak_rss_gb(), machine=machine.describe(),
       unmatched_subjects=int(sum(q.unmatched for q in questions)),
       **{f"graph_{k}": v for k, v in ws.report.items()})
   figures["questions"] = len(rows)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import ml_collections
 
+from racer_jax import machine
 from racer_jax.errors import ConfigError
 
 
@@ -144,7 +145,10 @@ def changed_fields(old: dict, new: dict) -> dict:
 def save(config, workdir, stage: str) -> None:
   """Writes ``<workdir>/config.json`` saying which stage ran (both
   spellings, ``train.stage`` and ``stage``, hold it); see the module
-  docstring for a folder that already holds a run."""
+  docstring for a folder that already holds a run. Each start or resume
+  also appends the machine, library versions and XLA flags to
+  ``environment.jsonl`` (:func:`racer_jax.machine.record`): the same config
+  gives bit-identical runs only with the same ones."""
   config = config.copy_and_resolve_references()
   with config.unlocked():
     config.train.stage = stage
@@ -180,6 +184,7 @@ def save(config, workdir, stage: str) -> None:
   tmp = path.with_name(path.name + ".tmp")
   tmp.write_text(json.dumps(new, indent=1))
   os.replace(tmp, path)
+  machine.record(workdir, stage)
 
 
 def record_chosen(workdir, **chosen) -> None:

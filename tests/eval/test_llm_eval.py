@@ -136,6 +136,8 @@ def test_failed_llm_answers_are_no_llm_result(head_run, tmp_path):
   assert (out / "report.md").read_text().startswith("**NOT AN LLM RESULT")
   text = evaluate_run.figures_text(figures, "agents", workdir)
   assert text.startswith("NOT AN LLM RESULT") and "truncated" in text
+  assert f"machine: {figures['machine']['cpu_model']}" in text
+  assert "\nper_seed " not in text and "\nmachine " not in text  # no dicts
   with pytest.raises(LLMError, match="NOT AN LLM RESULT"):
     evaluate_run.check_required(figures, {"require_llm": True})
   assert (out / "full.seed0.jsonl").read_text().count("\n") == 4

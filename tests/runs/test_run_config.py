@@ -112,3 +112,25 @@ def test_a_moved_job_resumes_without_a_false_config_change(tmp_path):
   shutil.move(tmp_path / "old", tmp_path / "new")
   config = run_config.load(tmp_path / "new" / "answer")
   run_config.save(config, tmp_path / "new" / "answer", "answer")  # no error
+
+
+def test_each_start_and_resume_records_the_machine_and_xla_flags(
+    tmp_path, monkeypatch):
+  """The same config and seed give bit-identical runs only with the same
+  XLA flags (256- or 512-bit vector code reassociates sums): each start
+  and resume says which were in force; a refused resume records nothing."""
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=512")
+  config = test_config.get_config()
+  run_config.save(config, tmp_path, "walker")
+  config.train.num_steps += 100
+  run_config.save(config, tmp_path, "walker")
+  config.train.learning_rate = 0.5
+  with pytest.raises(ConfigError):
+    run_config.save(config, tmp_path, "walker")
+  entries = [json.loads(x) for x in
+             (tmp_path / "environment.jsonl").read_text().splitlines()]
+  assert len(entries) == 2
+  for e in entries:
+    assert e["stage"] == "walker"
+    assert e["xla_flags"] == "--xla_cpu_prefer_vector_width=512"
+    assert e["jax_version"] and e["device"] and e["cpu_count"] >= 1

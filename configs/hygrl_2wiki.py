@@ -13,9 +13,10 @@ hyperparameters are the defaults:
   cores. The MiniLM cross-encoder, fine-tuned on the training questions:
   ``multihop.relevance=cross_encoder_state`` is the paper's m_ce(Q ⊕ N_s,
   a) at every search state, inside the jitted search (N + L pairs per state
-  and question: an accelerator's work); ``multihop.relevance=
-  cross_encoder`` scores each subgraph node once per question, m_ce(Q ⊕
-  N_0, n), for the vector's question entries;
+  and question: an accelerator's work; with ``multihop.node_pairs=
+  cross_encoder`` the node-to-node entries m_ce(n_i, a) too, N + L + L·N);
+  ``multihop.relevance=cross_encoder`` scores each subgraph node once per
+  question, m_ce(Q ⊕ N_0, n), for the vector's question entries;
 * mentor and judge: the configured LLM backend (``hygrl.mentor`` /
   ``hygrl.judge`` = ``auto``: ``--config.agents.backend=openai|gemini``
   with its model); with no backend (``local``) the offline oracles, the
@@ -62,6 +63,11 @@ def get_config():
   # seeds 0-2) against 0.731 / 0.918 (within the seeds' spread) at ~1 s per
   # question instead of ~0.05 s on 2 cores: an option, not the default
   config.multihop.relevance = "bi_encoder"
+  # m(n_i, a), the vector's node-to-node entries: "cosine" (bi-encoder) or,
+  # with relevance=cross_encoder_state, "cross_encoder": the whole (2L+1)
+  # vector from the cross-encoder as in the paper, N + L + L*N pairs per
+  # state (5x the question entries alone at N=128, L=4)
+  config.multihop.node_pairs = "cosine"
   config.multihop.reranker = ml_collections.ConfigDict(dict(
       max_length=64, negatives=5, epochs=1, lists_per_batch=8,
       learning_rate=3e-5))

@@ -69,9 +69,12 @@ class PairScorer:
   Attributes:
     spec: how pairs are assembled (:class:`pair_tokens.PairSpec`).
     apply: ``(params, ids, type_ids, mask) -> logits``, [M, T] -> [M].
+    node_pairs: the node-to-node entries m(n_i, a) by the cross-encoder
+      too (L·N more pairs per state), else the bi-encoder's cosines.
   """
   spec: pair_tokens.PairSpec
   apply: Any
+  node_pairs: bool = False
 
 
 @flax.struct.dataclass
@@ -85,6 +88,7 @@ class PairInputs:
     spec: the :class:`pair_tokens.PairSpec` (static).
     logits: ``(ids, type_ids, mask) -> logits`` with the cross-encoder's
       parameters bound (static).
+    node_pairs: :attr:`PairScorer.node_pairs` (static).
   """
   question: jax.Array
   question_len: jax.Array
@@ -94,6 +98,7 @@ class PairInputs:
   text_len: jax.Array
   spec: Any = flax.struct.field(pytree_node=False, default=None)
   logits: Any = flax.struct.field(pytree_node=False, default=None)
+  node_pairs: bool = flax.struct.field(pytree_node=False, default=False)
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -210,16 +215,18 @@ def score_features(x: HyGRLInputs, window, in_sequence):
   the whole sequence (:func:`heuristics.sequence_context`). A cross-encoder
   replaces m(Q, n_i) and m(Q ⊕ N_s, a) by σ of its logit: with ``x.pair``
   at every state, m_ce(Q, n_i) and m_ce(Q ⊕ N_s, a) with N_s the window's
-  titles (:func:`state_relevance`); with ``x.relevance`` (a table computed
-  once per question from the question and its seeds N_0) m_ce(Q ⊕ N_0, ·)
-  for both. Node-to-node m stays the cosine.
+  titles, and with ``x.pair.node_pairs`` m_ce(n_i, a) too
+  (:func:`state_relevance`); with ``x.relevance`` (a table computed once
+  per question from the question and its seeds N_0) m_ce(Q ⊕ N_0, ·) for
+  both question entries. Otherwise node-to-node m is the cosine.
   """
   valid = window >= 0
   wv = jnp.where(valid[:, None], x.node_emb[jnp.maximum(window, 0)], 0.0)
   hi = jax.lax.Precision.HIGHEST
   pair = jnp.matmul(x.node_emb, wv.T, precision=hi)          # [N, L]
   if x.pair is not None:
-    state, joint = state_relevance(x, window)
+    state, joint, node_pair = state_relevance(x, window)
+    pair = pair if node_pair is None else node_pair
   elif x.relevance is None:
     state = jnp.where(valid, jnp.matmul(wv, x.query, precision=hi), 0.0)
     context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
@@ -231,22 +238,29 @@ def score_features(x: HyGRLInputs, window, in_sequence):
 
 
 def state_relevance(x: HyGRLInputs, window):
-  """The cross-encoder at one search state, in one call of N + L pairs:
-  ``(m_ce(Q, n_i) [L], m_ce(Q ⊕ N_s, a) [N])``, σ of the logits, 0 on
-  padding and empty window slots."""
+  """The cross-encoder at one search state, in one call of N + L pairs
+  (N + L + L·N with ``x.pair.node_pairs``): ``(m_ce(Q, n_i) [L],
+  m_ce(Q ⊕ N_s, a) [N], m_ce(n_i, a) [N, L] or None)``, σ of the logits,
+  0 on padding and empty window slots."""
   p = x.pair
   valid = window >= 0
   w = jnp.maximum(window, 0)
-  joint = pair_tokens.state_pairs(p.question, p.question_len, p.titles,
-                                  p.title_len, window, p.texts, p.text_len,
-                                  p.spec)
-  alone = pair_tokens.question_pairs(p.question, p.question_len,
-                                     p.texts[w], p.text_len[w], p.spec)
-  both = [jnp.concatenate([a, b]) for a, b in zip(joint, alone)]
-  prob = jax.nn.sigmoid(p.logits(*both))
-  n = x.node_mask.shape[0]
-  return (jnp.where(valid, prob[n:], 0.0),
-          jnp.where(x.node_mask, prob[:n], 0.0))
+  n, l = x.node_mask.shape[0], window.shape[0]
+  parts = [pair_tokens.state_pairs(p.question, p.question_len, p.titles,
+                                   p.title_len, window, p.texts, p.text_len,
+                                   p.spec),
+           pair_tokens.question_pairs(p.question, p.question_len,
+                                      p.texts[w], p.text_len[w], p.spec)]
+  if p.node_pairs:
+    parts.append(tuple(a.reshape(l * n, -1) for a in pair_tokens.node_pairs(
+        p.texts, p.text_len, window, p.spec)))
+  prob = jax.nn.sigmoid(p.logits(*(jnp.concatenate(a) for a in zip(*parts))))
+  node_pair = None
+  if p.node_pairs:
+    node_pair = jnp.where(valid[None, :] & x.node_mask[:, None],
+                          prob[n + l:].reshape(l, n).T, 0.0)
+  return (jnp.where(valid, prob[n:n + l], 0.0),
+          jnp.where(x.node_mask, prob[:n], 0.0), node_pair)
 
 
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,

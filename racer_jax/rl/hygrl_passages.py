@@ -83,7 +83,8 @@ def _pair_inputs(batch, tables, cfg: HyGRLConfig):
       texts=tables["pair_texts"][g],
       text_len=jnp.where(real, tables["pair_text_len"][g], 0),
       spec=scorer.spec,
-      logits=functools.partial(scorer.apply, tables["ce_params"]))
+      logits=functools.partial(scorer.apply, tables["ce_params"]),
+      node_pairs=scorer.node_pairs)
 
 
 def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):

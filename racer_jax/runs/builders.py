@@ -167,12 +167,15 @@ def hygrl_config(config):
 
 def _pair_scorer(config):
   """The in-search cross-encoder of ``multihop.relevance=
-  cross_encoder_state``, else None."""
+  cross_encoder_state`` (with ``multihop.node_pairs=cross_encoder`` it
+  scores the node-to-node entries too; runs saved before that field:
+  cosines), else None."""
   m = config.get("multihop")
   if m is None or m.get("relevance", "bi_encoder") != "cross_encoder_state":
     return None
-  return passage_reranker.pair_scorer(config.text.get("model_dir") or None,
-                                      int(m.reranker.max_length))
+  return passage_reranker.pair_scorer(
+      config.text.get("model_dir") or None, int(m.reranker.max_length),
+      m.get("node_pairs", "cosine") == "cross_encoder")
 
 
 def make_hygrl_policy(config):

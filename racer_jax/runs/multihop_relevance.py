@@ -11,7 +11,10 @@ questions.
   at every search state, inside the jitted search. The workspace gets the
   questions' tokens (``pair_question``, ``pair_question_len``) and
   :func:`search_tables` the nodes' title and text tokens and the
-  cross-encoder's parameters.
+  cross-encoder's parameters. With ``multihop.node_pairs=cross_encoder``
+  it scores the node-to-node entries m_ce(n_i, a) as well (N + L + L·N
+  pairs per state instead of N + L): the whole (2L+1) vector from the
+  cross-encoder, as the paper has it.
 
 Node text: ``title: text`` for a passage, ``title`` for an entity. The
 gold labels choose the training lists only; the scores of any question
@@ -35,6 +38,7 @@ from racer_jax.text import pair_tokens
 
 RERANKER_FILE = "reranker.msgpack"
 KINDS = ("bi_encoder", "cross_encoder", "cross_encoder_state")
+NODE_PAIRS = ("cosine", "cross_encoder")
 
 
 def node_title(ws: MultiHopWorkspace, node: int) -> str:
@@ -121,11 +125,12 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   weights, subgraphs and questions). Else nothing (None)."""
   m = config.multihop
   kind = m.get("relevance", "bi_encoder")
-  if kind == "bi_encoder":
-    return None
   if kind not in KINDS:
     raise ConfigError(f"multihop.relevance={kind!r}; expected one of "
                       f"{', '.join(KINDS)}")
+  check_node_pairs(config)
+  if kind == "bi_encoder":
+    return None
   if config.hygrl.policy_features == "embedding":
     raise ConfigError(f"multihop.relevance={kind} feeds the (2L+1) "
                       "score vector: set hygrl.policy_features=scores (or "
@@ -159,7 +164,9 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
         [x.question for x in ws.data.questions], _budget(reranker))
     ws.arrays["pair_question"], ws.arrays["pair_question_len"] = q, q_len
     log(f"m_ce(Q ⊕ N_s, a): the cross-encoder at every search state "
-        f"({r.max_length} tokens per pair)")
+        f"({r.max_length} tokens per pair"
+        + (", node-to-node entries too)" if m.get("node_pairs") ==
+           "cross_encoder" else ")"))
     return reranker
   cache = Path(workdir) / (f"relevance.{Path(ws.data.source).stem}."
                            f"{_digest(ws, path)}.npy")
@@ -173,6 +180,23 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   log(f"m_ce: the cross-encoder's relevance of "
       f"{int(np.sum(ws.arrays['nodes'] >= 0)):,} subgraph nodes")
   return reranker
+
+
+def check_node_pairs(config) -> None:
+  """``multihop.node_pairs``: "cosine" (the bi-encoder's, the default) or
+  "cross_encoder" (m_ce(n_i, a) at every state: only with
+  ``relevance=cross_encoder_state``; per question it would be N² pairs)."""
+  m = config.multihop
+  value = m.get("node_pairs", "cosine")
+  if value not in NODE_PAIRS:
+    raise ConfigError(f"multihop.node_pairs={value!r}; expected one of "
+                      f"{', '.join(NODE_PAIRS)}")
+  kind = m.get("relevance", "bi_encoder")
+  if value == "cross_encoder" and kind != "cross_encoder_state":
+    raise ConfigError(
+        f"multihop.node_pairs=cross_encoder scores m(n_i, a) at each search "
+        f"state: it needs multihop.relevance=cross_encoder_state (not "
+        f"{kind})")
 
 
 def _budget(reranker: PassageReranker) -> int:

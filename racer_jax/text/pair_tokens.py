@@ -9,6 +9,9 @@ step of a jitted beam search, so the pair ``[CLS] first [SEP] second
   recent first; only the question when the window is empty),
 * second = the candidate's text,
 
+and, for the node-to-node entries m_ce(n_i, a) (:func:`node_pairs`), first =
+the window node's text, second = the candidate's,
+
 cut longest-first to ``max_length`` exactly as the host tokenizer cuts the
 text pair (WordPiece splits at spaces and punctuation, so the pieces'
 tokens concatenate to the pair's tokens; ``tests/text/test_pair_tokens.py``
@@ -24,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -181,3 +185,24 @@ def question_pairs(question, question_len, texts, text_len, spec: PairSpec):
                               spec)
   return assemble(first, full, texts, text_len, spec)
 
+
+
+def node_pairs(texts, text_len, window, spec: PairSpec):
+  """The pairs (n_i, a) of one search state: each window node's text
+  against every node's text.
+
+  Args:
+    texts: int32 [N, B], text_len int32 [N]: every node's text, cut to the
+      pair budget B (:func:`piece_table` at ``spec.budget``: a first
+      segment may keep up to B tokens).
+    window: int32 [L] the state's window (node indices, -1 unused; those
+      rows pair node 0 and are to be masked by the caller).
+
+  Returns: ``(ids, type_ids, mask)`` [L, N, max_length].
+  """
+  if texts.shape[1] < spec.budget:
+    raise ValueError(f"node texts cut to {texts.shape[1]} tokens, fewer "
+                     f"than the pair budget {spec.budget}")
+  w = jnp.maximum(window, 0)
+  return jax.vmap(lambda first, first_len: assemble(
+      first, first_len, texts, text_len, spec))(texts[w], text_len[w])

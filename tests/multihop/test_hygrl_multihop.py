@@ -331,17 +331,29 @@ def test_a_tiny_run_with_the_cross_encoder(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
-  """``multihop.relevance=cross_encoder_state``: the cross-encoder runs
-  inside the jitted search at every state. Its entries of the (2L+1)
-  vector equal the model on each host-tokenized pair (pair_text of the
-  question and the window's titles; the question alone for the state
-  entries); a run trains and evaluates with it."""
+  """``multihop.relevance=cross_encoder_state`` with ``node_pairs=
+  cross_encoder``: the cross-encoder runs inside the jitted search at every
+  state and gives the whole (2L+1) vector. Its entries equal the model on
+  each host-tokenized pair (pair_text of the question and the window's
+  titles; the question alone for the state entries; the window node's
+  text and the candidate's for the node-to-node entries); with
+  ``node_pairs=cosine`` those are the bi-encoder's; a run trains and
+  evaluates with it; node_pairs=cross_encoder is refused without it."""
   from racer_jax.answer.passage_reranker import pair_text
   from racer_jax.rl import hygrl_passages
   from racer_jax.runs import builders, multihop_relevance
   from racer_jax.runs.multihop_workspace import prepare
   data = tiny.write(tmp_path / "data")
+  from racer_jax.errors import ConfigError
+  config = _cross_encoder_config("cross_encoder", epochs=1)
+  config.multihop.node_pairs = "cross_encoder"
+  with pytest.raises(ConfigError, match="needs multihop.relevance="
+                     "cross_encoder_state"):
+    run_stage.train(config, str(tmp_path / "data"), tmp_path / "refused",
+                    progress=False)
+  assert not (tmp_path / "refused" / "config.json").exists()  # before work
   config = _cross_encoder_config("cross_encoder_state", epochs=1)
+  config.multihop.node_pairs = "cross_encoder"
   # τ as set: the fit compiles the search (BERT inside) once per grid value
   config.multihop.fit_policy_tau = False
   workdir = tmp_path / "run"
@@ -378,6 +390,16 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   alone = sig(reranker.score([(question, texts[2]), (question, texts[0])]))
   np.testing.assert_allclose(state[:, 0], [alone[0], alone[1], 0.0, 0.0],
                              atol=2e-4)
+  for slot, first in enumerate([texts[2], texts[0]]):
+    node = sig(reranker.score([(first, t) for t in texts]))
+    np.testing.assert_allclose(action[real, slot], node, atol=2e-4)
+  assert np.all(action[:, 2:4] == 0) and np.all(action[nodes < 0, :2] == 0)
+  cosine = jax.device_get(jax.jit(hygrl.score_features)(
+      x.replace(pair=x.pair.replace(node_pairs=False)), window, in_seq)[1])
+  np.testing.assert_allclose(cosine[:, -1], action[:, -1], atol=1e-6)
+  emb = np.asarray(x.node_emb)
+  np.testing.assert_allclose(cosine[:, :2], emb @ emb[window[:2]].T,
+                             atol=1e-5)
 
   figures = evaluate_run.evaluate_run(
       evaluate_run.load_run_config(workdir), str(data), workdir, {},

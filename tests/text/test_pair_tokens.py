@@ -69,6 +69,41 @@ def test_state_pairs_equal_the_tokenizer(tokenizer, question, titles, texts,
     assert not np.asarray(ids[m, n:]).any()
 
 
+NODE_PAIRS = jax.jit(pair_tokens.node_pairs, static_argnums=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(texts=st.lists(phrase((1, 40)), min_size=1, max_size=4),
+       max_length=st.sampled_from([12, 33, 64]),
+       slots=st.permutations(range(4)), used=st.integers(0, 4))
+def test_node_pairs_equal_the_tokenizer(tokenizer, texts, max_length, slots,
+                                        used):
+  """m_ce(n_i, a): each window node's text against every node's text."""
+  spec = pair_tokens.PairSpec.from_tokenizer(tokenizer, max_length)
+  tok, length = pair_tokens.piece_table(tokenizer, texts, spec.budget)
+  window = np.full(4, -1, np.int32)
+  window[:min(used, len(texts))] = np.arange(min(used, len(texts)))
+  window = window[list(slots)]
+  ids, type_ids, mask = NODE_PAIRS(tok, length, window, spec)
+  assert ids.shape == (4, len(texts), max_length)
+  for slot, i in enumerate(window):
+    if i < 0:
+      continue
+    for a, text in enumerate(texts):
+      want_ids, want_types = host_pair(tokenizer, texts[i], text, max_length)
+      n = len(want_ids)
+      assert int(mask[slot, a].sum()) == n
+      assert np.asarray(ids[slot, a, :n]).tolist() == want_ids
+      assert np.asarray(type_ids[slot, a, :n]).tolist() == want_types
+
+
+def test_node_pairs_need_texts_cut_to_the_budget(tokenizer):
+  spec = pair_tokens.PairSpec.from_tokenizer(tokenizer, 16)
+  tok, length = pair_tokens.piece_table(tokenizer, ["a b c"], 5)
+  with pytest.raises(ValueError, match="fewer than the pair budget 13"):
+    pair_tokens.node_pairs(tok, length, np.zeros(1, np.int32), spec)
+
+
 def test_question_pairs_have_the_question_alone(tokenizer):
   spec = pair_tokens.PairSpec.from_tokenizer(tokenizer, 24)
   q, q_len = pair_tokens.piece_table(tokenizer, ["who directed the film"],

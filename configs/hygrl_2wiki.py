@@ -68,9 +68,12 @@ def get_config():
   # vector from the cross-encoder as in the paper, N + L + L*N pairs per
   # state (5x the question entries alone at N=128, L=4)
   config.multihop.node_pairs = "cosine"
+  # pairs_per_chunk: with cross_encoder_state, the pairs of a search state
+  # scored at once (0: all): a step holds batch x chunk pairs' activations
+  # (at batch 256 and chunk 32 about 8k pairs of 64 tokens)
   config.multihop.reranker = ml_collections.ConfigDict(dict(
       max_length=64, negatives=5, epochs=1, lists_per_batch=8,
-      learning_rate=3e-5))
+      learning_rate=3e-5, pairs_per_chunk=32))
   config.multihop.policy_tau_grid = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                                      0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
   h = config.hygrl

@@ -105,12 +105,12 @@ class PassageReranker:
 
 @functools.lru_cache(maxsize=None)
 def pair_scorer(model_dir: str | None, max_length: int,
-                node_pairs: bool = False) -> PairScorer:
+                node_pairs: bool = False, chunk: int = 0) -> PairScorer:
   """The cross-encoder as HyGRL's in-search scorer: pairs assembled on the
   device exactly as :func:`pair_text` and the tokenizer make them (one
-  object per folder, length and ``node_pairs``, so jitted programs see the
-  same static config). ``node_pairs``: it scores the node-to-node entries
-  m(n_i, a) too (:attr:`PairScorer.node_pairs`)."""
+  object per setting, so jitted programs see the same static config).
+  ``node_pairs``: it scores the node-to-node entries m(n_i, a) too;
+  ``chunk``: pairs per state scored at once (:class:`PairScorer`)."""
   tokenizer = ce.ChoiceTokenizer(model_dir, max_length)
   model = ce.CrossEncoder(tokenizer.config)
 
@@ -118,7 +118,7 @@ def pair_scorer(model_dir: str | None, max_length: int,
     return model.apply({"params": params}, ids, type_ids, mask)
 
   return PairScorer(PairSpec.from_tokenizer(tokenizer.wordpiece, max_length),
-                    apply, node_pairs)
+                    apply, node_pairs, chunk)
 
 
 def make_list_step(model: ce.CrossEncoder, optimizer):

@@ -71,10 +71,13 @@ class PairScorer:
     apply: ``(params, ids, type_ids, mask) -> logits``, [M, T] -> [M].
     node_pairs: the node-to-node entries m(n_i, a) by the cross-encoder
       too (L·N more pairs per state), else the bi-encoder's cosines.
+    chunk: pairs of a state scored at once (0: all): the searches vmap
+      over questions, so a step holds batch × chunk pairs' activations.
   """
   spec: pair_tokens.PairSpec
   apply: Any
   node_pairs: bool = False
+  chunk: int = 0
 
 
 @flax.struct.dataclass
@@ -88,7 +91,8 @@ class PairInputs:
     spec: the :class:`pair_tokens.PairSpec` (static).
     logits: ``(ids, type_ids, mask) -> logits`` with the cross-encoder's
       parameters bound (static).
-    node_pairs: :attr:`PairScorer.node_pairs` (static).
+    node_pairs, chunk: :attr:`PairScorer.node_pairs`, ``.chunk``
+      (static).
   """
   question: jax.Array
   question_len: jax.Array
@@ -99,6 +103,7 @@ class PairInputs:
   spec: Any = flax.struct.field(pytree_node=False, default=None)
   logits: Any = flax.struct.field(pytree_node=False, default=None)
   node_pairs: bool = flax.struct.field(pytree_node=False, default=False)
+  chunk: int = flax.struct.field(pytree_node=False, default=0)
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -254,13 +259,24 @@ def state_relevance(x: HyGRLInputs, window):
   if p.node_pairs:
     parts.append(tuple(a.reshape(l * n, -1) for a in pair_tokens.node_pairs(
         p.texts, p.text_len, window, p.spec)))
-  prob = jax.nn.sigmoid(p.logits(*(jnp.concatenate(a) for a in zip(*parts))))
+  pairs = tuple(jnp.concatenate(a) for a in zip(*parts))
+  prob = jax.nn.sigmoid(chunked_logits(p.logits, pairs, p.chunk))
   node_pair = None
   if p.node_pairs:
     node_pair = jnp.where(valid[None, :] & x.node_mask[:, None],
                           prob[n + l:].reshape(l, n).T, 0.0)
   return (jnp.where(valid, prob[n:n + l], 0.0),
           jnp.where(x.node_mask, prob[:n], 0.0), node_pair)
+
+
+def chunked_logits(logits, pairs, chunk: int):
+  """``logits(*pairs)`` [M] for pairs ``(ids, type_ids, mask)`` [M, T],
+  ``chunk`` pairs at a time in a loop (0, or ``chunk >= M``: all at
+  once). The same values: each pair's logit depends on that pair alone."""
+  if not chunk or chunk >= pairs[0].shape[0]:
+    return logits(*pairs)
+  return jax.lax.map(lambda one: logits(*(a[None] for a in one))[0], pairs,
+                     batch_size=chunk)
 
 
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,

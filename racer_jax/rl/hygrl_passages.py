@@ -84,7 +84,7 @@ def _pair_inputs(batch, tables, cfg: HyGRLConfig):
       text_len=jnp.where(real, tables["pair_text_len"][g], 0),
       spec=scorer.spec,
       logits=functools.partial(scorer.apply, tables["ce_params"]),
-      node_pairs=scorer.node_pairs)
+      node_pairs=scorer.node_pairs, chunk=scorer.chunk)
 
 
 def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):

@@ -169,13 +169,14 @@ def _pair_scorer(config):
   """The in-search cross-encoder of ``multihop.relevance=
   cross_encoder_state`` (with ``multihop.node_pairs=cross_encoder`` it
   scores the node-to-node entries too; runs saved before that field:
-  cosines), else None."""
+  cosines; ``multihop.reranker.pairs_per_chunk`` at a time), else None."""
   m = config.get("multihop")
   if m is None or m.get("relevance", "bi_encoder") != "cross_encoder_state":
     return None
   return passage_reranker.pair_scorer(
       config.text.get("model_dir") or None, int(m.reranker.max_length),
-      m.get("node_pairs", "cosine") == "cross_encoder")
+      m.get("node_pairs", "cosine") == "cross_encoder",
+      int(m.reranker.get("pairs_per_chunk", 0)))
 
 
 def make_hygrl_policy(config):

@@ -128,7 +128,7 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   if kind not in KINDS:
     raise ConfigError(f"multihop.relevance={kind!r}; expected one of "
                       f"{', '.join(KINDS)}")
-  check_node_pairs(config)
+  check_options(config)
   if kind == "bi_encoder":
     return None
   if config.hygrl.policy_features == "embedding":
@@ -182,11 +182,17 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   return reranker
 
 
-def check_node_pairs(config) -> None:
+def check_options(config) -> None:
   """``multihop.node_pairs``: "cosine" (the bi-encoder's, the default) or
   "cross_encoder" (m_ce(n_i, a) at every state: only with
-  ``relevance=cross_encoder_state``; per question it would be N² pairs)."""
+  ``relevance=cross_encoder_state``; per question it would be N² pairs);
+  ``multihop.reranker.pairs_per_chunk`` ≥ 0."""
   m = config.multihop
+  chunk = m.get("reranker", {}).get("pairs_per_chunk", 0)
+  if not isinstance(chunk, int) or chunk < 0:
+    raise ConfigError(f"multihop.reranker.pairs_per_chunk={chunk!r}: the "
+                      "pairs of a search state scored at once, an integer "
+                      ">= 0 (0: all)")
   value = m.get("node_pairs", "cosine")
   if value not in NODE_PAIRS:
     raise ConfigError(f"multihop.node_pairs={value!r}; expected one of "

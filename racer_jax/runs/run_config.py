@@ -119,7 +119,8 @@ def load_dict(workdir, what: str = "run") -> dict:
 
 RESUMABLE = ("train.num_steps", "train.log_every", "train.checkpoint_every",
              "train.eval_every", "train.max_to_keep", "train.stall_timeout_s",
-             "train.accept_config_change")
+             "train.accept_config_change",
+             "multihop.reranker.pairs_per_chunk")  # memory, not the values
 CHANGES = "config_changes.jsonl"
 
 

@@ -116,6 +116,22 @@ def _run(tx, losses):
   return scales, updates
 
 
+@pytest.mark.parametrize("chunk", [0, 1, 3, 5, 11, 64])
+def test_chunked_logits_equal_the_whole_call(chunk):
+  """The cross-encoder over a state's pairs a chunk at a time (a loop of
+  vmapped calls, the remainder last) gives each pair's own logit."""
+  rng = np.random.default_rng(0)
+  ids = rng.integers(1, 50, (11, 6)).astype(np.int32)
+  types = rng.integers(0, 2, (11, 6)).astype(np.int32)
+  mask = rng.random((11, 6)) < 0.8
+  def logits(i, t, m):  # a per-row function of the pair, like the model
+    return jnp.sum(jnp.where(m, jnp.sin(i * 0.3) + t, 0.0), axis=-1)
+  want = logits(ids, types, mask)
+  got = jax.jit(hygrl.chunked_logits, static_argnums=(0, 2))(
+      logits, (ids, types, mask), chunk)
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_plateau_schedule_lowers_the_learning_rate_when_the_loss_stalls():
   stalled, _ = _run(_plateau_optimizer(100), [1.0] * 12)
   falling, _ = _run(_plateau_optimizer(100),
@@ -352,6 +368,11 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
     run_stage.train(config, str(tmp_path / "data"), tmp_path / "refused",
                     progress=False)
   assert not (tmp_path / "refused" / "config.json").exists()  # before work
+  config.multihop.relevance = "cross_encoder_state"
+  config.multihop.reranker.pairs_per_chunk = -1
+  with pytest.raises(ConfigError, match="pairs_per_chunk=-1"):
+    run_stage.train(config, str(tmp_path / "data"), tmp_path / "refused",
+                    progress=False)
   config = _cross_encoder_config("cross_encoder_state", epochs=1)
   config.multihop.node_pairs = "cross_encoder"
   # τ as set: the fit compiles the search (BERT inside) once per grid value
@@ -394,6 +415,10 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
     node = sig(reranker.score([(first, t) for t in texts]))
     np.testing.assert_allclose(action[real, slot], node, atol=2e-4)
   assert np.all(action[:, 2:4] == 0) and np.all(action[nodes < 0, :2] == 0)
+  assert x.pair.chunk == 32 < 16 + 4 + 4 * 16  # scored in chunks
+  whole = jax.device_get(jax.jit(hygrl.score_features)(
+      x.replace(pair=x.pair.replace(chunk=0)), window, in_seq)[1])
+  np.testing.assert_allclose(whole, action, atol=1e-6)
   cosine = jax.device_get(jax.jit(hygrl.score_features)(
       x.replace(pair=x.pair.replace(node_pairs=False)), window, in_seq)[1])
   np.testing.assert_allclose(cosine[:, -1], action[:, -1], atol=1e-6)

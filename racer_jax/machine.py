@@ -18,6 +18,9 @@ import platform
 import time
 from pathlib import Path
 
+import jax
+import jaxlib
+
 from racer_jax.xla_cpu import cpu_flags
 
 ENVIRONMENT = "environment.jsonl"
@@ -42,8 +45,6 @@ def describe() -> dict:
   """CPU model, its widest vector extension, CPU count, the jax and jaxlib
   versions, the XLA flags in force (``XLA_FLAGS``), and the first device's
   kind (this starts jax's backend)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jaxlib  # pylint: disable=g-import-not-at-top
   flags = cpu_flags()
   isa = next((x for x in ("avx512f", "avx2", "avx", "sve", "asimd", "neon")
               if x in flags), "unknown")

@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 
 from racer_jax.graph import beam, heuristics, teacher
+from racer_jax.rl import hygrl_pairs
 from racer_jax.rl.policy import HyGRLPolicy
-from racer_jax.text import pair_tokens
 
 METRICS = ("ppr", "adamic_adar", "jaccard", "semantic")
 
@@ -58,52 +58,9 @@ class HyGRLConfig:
   # retrieved subgraph) or "gold_recall" (share of gold nodes retrieved).
   reward: str = "sufficient"
   # m_ce(Q ⊕ N_s, a) by a cross-encoder at every search state (the
-  # inputs then carry :class:`PairInputs`): a :class:`PairScorer`, or None
+  # inputs then carry :class:`hygrl_pairs.PairInputs`): a
+  # :class:`hygrl_pairs.PairScorer`, or None
   pair_scorer: Any = None
-
-
-@dataclasses.dataclass(frozen=True)
-class PairScorer:
-  """A cross-encoder applied inside the jitted search (hashable).
-
-  Attributes:
-    spec: how pairs are assembled (:class:`pair_tokens.PairSpec`).
-    apply: ``(params, ids, type_ids, mask) -> logits``, [M, T] -> [M].
-    node_pairs: the node-to-node entries m(n_i, a) by the cross-encoder
-      too (L·N more pairs per state), else the bi-encoder's cosines.
-    chunk: pairs of a state scored at once (0: all): the searches vmap
-      over questions, so a step holds batch × chunk pairs' activations.
-  """
-  spec: pair_tokens.PairSpec
-  apply: Any
-  node_pairs: bool = False
-  chunk: int = 0
-
-
-@flax.struct.dataclass
-class PairInputs:
-  """One question's token pieces for m_ce (leading axis B when batched).
-
-  Attributes:
-    question: int32 [Tq], question_len: int32 [] (full length).
-    titles: int32 [N, Tt], title_len: int32 [N]: each node's title.
-    texts: int32 [N, S], text_len: int32 [N]: each node's text.
-    spec: the :class:`pair_tokens.PairSpec` (static).
-    logits: ``(ids, type_ids, mask) -> logits`` with the cross-encoder's
-      parameters bound (static).
-    node_pairs, chunk: :attr:`PairScorer.node_pairs`, ``.chunk``
-      (static).
-  """
-  question: jax.Array
-  question_len: jax.Array
-  titles: jax.Array
-  title_len: jax.Array
-  texts: jax.Array
-  text_len: jax.Array
-  spec: Any = flax.struct.field(pytree_node=False, default=None)
-  logits: Any = flax.struct.field(pytree_node=False, default=None)
-  node_pairs: bool = flax.struct.field(pytree_node=False, default=False)
-  chunk: int = flax.struct.field(pytree_node=False, default=0)
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -124,7 +81,7 @@ class HyGRLInputs:
     usable: bool [] has question and gold concepts (a real, labeled row).
     relevance: float32 [N] m_ce(Q, n) from a cross-encoder, or None (the
       bi-encoder's cosines instead; :func:`score_features`).
-    pair: :class:`PairInputs` for m_ce at every search state, or None.
+    pair: :class:`hygrl_pairs.PairInputs` for m_ce at every search state, or None.
   """
   adj: jax.Array
   node_mask: jax.Array
@@ -221,7 +178,7 @@ def score_features(x: HyGRLInputs, window, in_sequence):
   replaces m(Q, n_i) and m(Q ⊕ N_s, a) by σ of its logit: with ``x.pair``
   at every state, m_ce(Q, n_i) and m_ce(Q ⊕ N_s, a) with N_s the window's
   titles, and with ``x.pair.node_pairs`` m_ce(n_i, a) too
-  (:func:`state_relevance`); with ``x.relevance`` (a table computed once
+  (:func:`hygrl_pairs.state_relevance`); with ``x.relevance`` (a table computed once
   per question from the question and its seeds N_0) m_ce(Q ⊕ N_0, ·) for
   both question entries. Otherwise node-to-node m is the cosine.
   """
@@ -230,7 +187,8 @@ def score_features(x: HyGRLInputs, window, in_sequence):
   hi = jax.lax.Precision.HIGHEST
   pair = jnp.matmul(x.node_emb, wv.T, precision=hi)          # [N, L]
   if x.pair is not None:
-    state, joint, node_pair = state_relevance(x, window)
+    state, joint, node_pair = hygrl_pairs.state_relevance(
+        x.pair, x.node_mask, window)
     pair = pair if node_pair is None else node_pair
   elif x.relevance is None:
     state = jnp.where(valid, jnp.matmul(wv, x.query, precision=hi), 0.0)
@@ -240,43 +198,6 @@ def score_features(x: HyGRLInputs, window, in_sequence):
     state = jnp.where(valid, x.relevance[jnp.maximum(window, 0)], 0.0)
     joint = x.relevance
   return state[:, None], jnp.concatenate([pair, joint[:, None]], axis=-1)
-
-
-def state_relevance(x: HyGRLInputs, window):
-  """The cross-encoder at one search state, in one call of N + L pairs
-  (N + L + L·N with ``x.pair.node_pairs``): ``(m_ce(Q, n_i) [L],
-  m_ce(Q ⊕ N_s, a) [N], m_ce(n_i, a) [N, L] or None)``, σ of the logits,
-  0 on padding and empty window slots."""
-  p = x.pair
-  valid = window >= 0
-  w = jnp.maximum(window, 0)
-  n, l = x.node_mask.shape[0], window.shape[0]
-  parts = [pair_tokens.state_pairs(p.question, p.question_len, p.titles,
-                                   p.title_len, window, p.texts, p.text_len,
-                                   p.spec),
-           pair_tokens.question_pairs(p.question, p.question_len,
-                                      p.texts[w], p.text_len[w], p.spec)]
-  if p.node_pairs:
-    parts.append(tuple(a.reshape(l * n, -1) for a in pair_tokens.node_pairs(
-        p.texts, p.text_len, window, p.spec)))
-  pairs = tuple(jnp.concatenate(a) for a in zip(*parts))
-  prob = jax.nn.sigmoid(chunked_logits(p.logits, pairs, p.chunk))
-  node_pair = None
-  if p.node_pairs:
-    node_pair = jnp.where(valid[None, :] & x.node_mask[:, None],
-                          prob[n + l:].reshape(l, n).T, 0.0)
-  return (jnp.where(valid, prob[n:n + l], 0.0),
-          jnp.where(x.node_mask, prob[:n], 0.0), node_pair)
-
-
-def chunked_logits(logits, pairs, chunk: int):
-  """``logits(*pairs)`` [M] for pairs ``(ids, type_ids, mask)`` [M, T],
-  ``chunk`` pairs at a time in a loop (0, or ``chunk >= M``: all at
-  once). The same values: each pair's logit depends on that pair alone."""
-  if not chunk or chunk >= pairs[0].shape[0]:
-    return logits(*pairs)
-  return jax.lax.map(lambda one: logits(*(a[None] for a in one))[0], pairs,
-                     batch_size=chunk)
 
 
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from racer_jax.graph import beam
-from racer_jax.rl import hygrl
+from racer_jax.rl import hygrl, hygrl_pairs
 from racer_jax.rl.hygrl import HyGRLConfig, HyGRLInputs
 
 BATCH_KEYS = ("nodes", "seeds", "senders", "receivers", "edge_mask", "gold",
@@ -75,7 +75,7 @@ def _pair_inputs(batch, tables, cfg: HyGRLConfig):
                      "tables (ce_params, pair_titles, pair_texts, ...)")
   g = jnp.maximum(batch["nodes"], 0)
   real = batch["nodes"] >= 0
-  return hygrl.PairInputs(
+  return hygrl_pairs.PairInputs(
       question=batch["pair_question"],
       question_len=batch["pair_question_len"],
       titles=tables["pair_titles"][g],

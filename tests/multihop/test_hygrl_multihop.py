@@ -10,7 +10,7 @@ import pytest
 
 from configs import hygrl_2wiki
 from racer_jax.eval import evaluate_run, multihop_eval
-from racer_jax.rl import hygrl, hygrl_update
+from racer_jax.rl import hygrl, hygrl_pairs, hygrl_update
 from racer_jax.train import run_stage
 from tests.multihop import tiny
 from tests.real_llm import MODEL_ALIAS
@@ -127,7 +127,7 @@ def test_chunked_logits_equal_the_whole_call(chunk):
   def logits(i, t, m):  # a per-row function of the pair, like the model
     return jnp.sum(jnp.where(m, jnp.sin(i * 0.3) + t, 0.0), axis=-1)
   want = logits(ids, types, mask)
-  got = jax.jit(hygrl.chunked_logits, static_argnums=(0, 2))(
+  got = jax.jit(hygrl_pairs.chunked_logits, static_argnums=(0, 2))(
       logits, (ids, types, mask), chunk)
   np.testing.assert_allclose(got, want, rtol=1e-6)
 

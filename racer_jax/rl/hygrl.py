@@ -81,7 +81,8 @@ class HyGRLInputs:
     usable: bool [] has question and gold concepts (a real, labeled row).
     relevance: float32 [N] m_ce(Q, n) from a cross-encoder, or None (the
       bi-encoder's cosines instead; :func:`score_features`).
-    pair: :class:`hygrl_pairs.PairInputs` for m_ce at every search state, or None.
+    pair: :class:`hygrl_pairs.PairInputs` for m_ce at every search state,
+      or None.
   """
   adj: jax.Array
   node_mask: jax.Array
@@ -178,9 +179,10 @@ def score_features(x: HyGRLInputs, window, in_sequence):
   replaces m(Q, n_i) and m(Q ⊕ N_s, a) by σ of its logit: with ``x.pair``
   at every state, m_ce(Q, n_i) and m_ce(Q ⊕ N_s, a) with N_s the window's
   titles, and with ``x.pair.node_pairs`` m_ce(n_i, a) too
-  (:func:`hygrl_pairs.state_relevance`); with ``x.relevance`` (a table computed once
-  per question from the question and its seeds N_0) m_ce(Q ⊕ N_0, ·) for
-  both question entries. Otherwise node-to-node m is the cosine.
+  (:func:`hygrl_pairs.state_relevance`); with ``x.relevance`` (a table
+  computed once per question from the question and its seeds N_0)
+  m_ce(Q ⊕ N_0, ·) for both question entries. Otherwise node-to-node m is
+  the cosine (XLA drops it where the cross-encoder's replaces it).
   """
   valid = window >= 0
   wv = jnp.where(valid[:, None], x.node_emb[jnp.maximum(window, 0)], 0.0)

@@ -186,7 +186,6 @@ def question_pairs(question, question_len, texts, text_len, spec: PairSpec):
   return assemble(first, full, texts, text_len, spec)
 
 
-
 def node_pairs(texts, text_len, window, spec: PairSpec):
   """The pairs (n_i, a) of one search state: each window node's text
   against every node's text.

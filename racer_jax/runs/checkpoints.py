@@ -208,14 +208,15 @@ def _is_closed_loop_callback(unraisable) -> bool:
 
 
 class _UnretrievedReadErrors(logging.Filter):
-  """Drops asyncio's "Future exception was never retrieved" for a
-  tensorstore read error: once one array of a checkpoint fails, orbax stops
-  awaiting the others, and those that fail too are logged at collection."""
+  """Drops asyncio's "Future (or Task) exception was never retrieved" for
+  a tensorstore read error: once one array of a checkpoint fails, orbax
+  stops awaiting the others, and those that fail too are logged at
+  collection, as a future or as a task depending on where they were."""
 
   def filter(self, record) -> bool:
     exc = record.exc_info[1] if record.exc_info else None
-    return not (str(record.msg).startswith("Future exception was never "
-                                           "retrieved")
+    head = str(record.msg).partition("\n")[0]
+    return not (head.endswith(" exception was never retrieved")
                 and exc is not None and "tensorstore_spec" in str(exc))
 
 
@@ -225,8 +226,8 @@ def _quiet_failed_read_stragglers() -> None:
 
   - into orbax's event loop, already closed by the failure: "Event loop is
     closed" through ``sys.unraisablehook``;
-  - into a future nobody awaits any more: asyncio's "Future exception was
-    never retrieved" log.
+  - into a future or task nobody awaits any more: asyncio's "Future (Task)
+    exception was never retrieved" log.
 
   Drops exactly those (installed before the first read: the stragglers come
   at any moment); every other unraisable exception and asyncio log passes.

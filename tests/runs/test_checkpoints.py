@@ -220,10 +220,17 @@ class Other:
 def unretrieved(message):
   future = loop.create_future()
   future.set_exception(ValueError(message))
+async def fail(message):
+  raise ValueError(message)
+def unretrieved_task(message):
+  task = loop.create_task(fail(message))
+  loop.run_until_complete(asyncio.sleep(0))
 ReadCompletion()
 unretrieved("OUT_OF_RANGE: Error reading w2 [tensorstore_spec='{}']")
+unretrieved_task("OUT_OF_RANGE: Error reading w3 [tensorstore_spec='{}']")
 Other()
 unretrieved("another failure")
+unretrieved_task("another task failure")
 gc.collect()
 """
 
@@ -238,13 +245,16 @@ def _stragglers(tmp_path, **env):
 def test_a_failed_reads_stragglers_are_quiet_from_the_first_restore(tmp_path):
   """The race behind a flaky CI run: a failed read's stragglers complete at
   any moment, so the quieting is in place before the first read, and drops
-  exactly the two kinds of traceback they print."""
+  exactly the kinds of traceback they print."""
   out = _stragglers(tmp_path, RACER_TRACEBACK="0")
   assert "restored step 1" in out.stdout
   assert "Event loop is closed" not in out.stderr, out.stderr
   assert "tensorstore_spec" not in out.stderr, out.stderr
   assert "another unraisable" in out.stderr
   assert "another failure" in out.stderr
+  assert "another task failure" in out.stderr
+  assert "Task exception was never retrieved" in out.stderr
   loud = _stragglers(tmp_path / "loud", RACER_TRACEBACK="1")
   assert "Event loop is closed" in loud.stderr
   assert "tensorstore_spec" in loud.stderr
+  assert "w3" in loud.stderr

@@ -178,7 +178,7 @@ def score_features(x: HyGRLInputs, window, in_sequence):
   the whole sequence (:func:`heuristics.sequence_context`). A cross-encoder
   replaces m(Q, n_i) and m(Q ⊕ N_s, a) by σ of its logit: with ``x.pair``
   at every state, m_ce(Q, n_i) and m_ce(Q ⊕ N_s, a) with N_s the window's
-  titles, and with ``x.pair.node_pairs`` m_ce(n_i, a) too
+  titles, and with ``x.pair.scorer.node_pairs`` m_ce(n_i, a) too
   (:func:`hygrl_pairs.state_relevance`); with ``x.relevance`` (a table
   computed once per question from the question and its seeds N_0)
   m_ce(Q ⊕ N_0, ·) for both question entries. Otherwise node-to-node m is

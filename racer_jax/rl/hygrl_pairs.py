@@ -46,11 +46,10 @@ class PairInputs:
     question: int32 [Tq], question_len: int32 [] (full length).
     titles: int32 [N, Tt], title_len: int32 [N]: each node's title.
     texts: int32 [N, S], text_len: int32 [N]: each node's text.
-    spec: the :class:`pair_tokens.PairSpec` (static).
-    logits: ``(ids, type_ids, mask) -> logits`` with the cross-encoder's
-      parameters bound (static).
-    node_pairs, chunk: :attr:`PairScorer.node_pairs`, ``.chunk``
-      (static).
+    scorer: the :class:`PairScorer` (static: pair layout, node pairs,
+      chunk).
+    logits: ``(ids, type_ids, mask) -> logits``, ``scorer.apply`` with the
+      cross-encoder's parameters bound (static).
   """
   question: jax.Array
   question_len: jax.Array
@@ -58,34 +57,32 @@ class PairInputs:
   title_len: jax.Array
   texts: jax.Array
   text_len: jax.Array
-  spec: Any = flax.struct.field(pytree_node=False, default=None)
+  scorer: PairScorer = flax.struct.field(pytree_node=False, default=None)
   logits: Any = flax.struct.field(pytree_node=False, default=None)
-  node_pairs: bool = flax.struct.field(pytree_node=False, default=False)
-  chunk: int = flax.struct.field(pytree_node=False, default=0)
-
 
 
 def state_relevance(p: PairInputs, node_mask, window):
   """The cross-encoder at one search state, in one call of N + L pairs
-  (N + L + L·N with ``p.node_pairs``): ``(m_ce(Q, n_i) [L], m_ce(Q ⊕ N_s,
+  (N + L + L·N with ``p.scorer.node_pairs``): ``(m_ce(Q, n_i) [L], m_ce(Q ⊕ N_s,
   a) [N], m_ce(n_i, a) [N, L] or None)``, σ of the logits, 0 on padding
   (``node_mask`` bool [N] false) and empty window slots (``window`` int32
   [L], -1)."""
   valid = window >= 0
   w = jnp.maximum(window, 0)
   n, l = node_mask.shape[0], window.shape[0]
+  spec = p.scorer.spec
   parts = [pair_tokens.state_pairs(p.question, p.question_len, p.titles,
                                    p.title_len, window, p.texts, p.text_len,
-                                   p.spec),
+                                   spec),
            pair_tokens.question_pairs(p.question, p.question_len,
-                                      p.texts[w], p.text_len[w], p.spec)]
-  if p.node_pairs:
+                                      p.texts[w], p.text_len[w], spec)]
+  if p.scorer.node_pairs:
     parts.append(tuple(a.reshape(l * n, -1) for a in pair_tokens.node_pairs(
-        p.texts, p.text_len, window, p.spec)))
+        p.texts, p.text_len, window, spec)))
   pairs = tuple(jnp.concatenate(a) for a in zip(*parts))
-  prob = jax.nn.sigmoid(chunked_logits(p.logits, pairs, p.chunk))
+  prob = jax.nn.sigmoid(chunked_logits(p.logits, pairs, p.scorer.chunk))
   node_pair = None
-  if p.node_pairs:
+  if p.scorer.node_pairs:
     node_pair = jnp.where(valid[None, :] & node_mask[:, None],
                           prob[n + l:].reshape(l, n).T, 0.0)
   return (jnp.where(valid, prob[n:n + l], 0.0),

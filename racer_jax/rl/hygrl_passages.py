@@ -82,9 +82,8 @@ def _pair_inputs(batch, tables, cfg: HyGRLConfig):
       title_len=jnp.where(real, tables["pair_title_len"][g], 0),
       texts=tables["pair_texts"][g],
       text_len=jnp.where(real, tables["pair_text_len"][g], 0),
-      spec=scorer.spec,
-      logits=functools.partial(scorer.apply, tables["ce_params"]),
-      node_pairs=scorer.node_pairs, chunk=scorer.chunk)
+      scorer=scorer,
+      logits=functools.partial(scorer.apply, tables["ce_params"]))
 
 
 def calibration_batch(batch, node_vecs, cfg: HyGRLConfig):

@@ -1,5 +1,6 @@
 """HyGRL in its multi-hop setting: features, recall, optimizer, a run."""
 
+import dataclasses
 import json
 
 import jax
@@ -415,12 +416,14 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
     node = sig(reranker.score([(first, t) for t in texts]))
     np.testing.assert_allclose(action[real, slot], node, atol=2e-4)
   assert np.all(action[:, 2:4] == 0) and np.all(action[nodes < 0, :2] == 0)
-  assert x.pair.chunk == 32 < 16 + 4 + 4 * 16  # scored in chunks
+  assert x.pair.scorer.chunk == 32 < 16 + 4 + 4 * 16  # scored in chunks
+  with_scorer = lambda **k: x.replace(pair=x.pair.replace(
+      scorer=dataclasses.replace(x.pair.scorer, **k)))
   whole = jax.device_get(jax.jit(hygrl.score_features)(
-      x.replace(pair=x.pair.replace(chunk=0)), window, in_seq)[1])
+      with_scorer(chunk=0), window, in_seq)[1])
   np.testing.assert_allclose(whole, action, atol=1e-6)
   cosine = jax.device_get(jax.jit(hygrl.score_features)(
-      x.replace(pair=x.pair.replace(node_pairs=False)), window, in_seq)[1])
+      with_scorer(node_pairs=False), window, in_seq)[1])
   np.testing.assert_allclose(cosine[:, -1], action[:, -1], atol=1e-6)
   emb = np.asarray(x.node_emb)
   np.testing.assert_allclose(cosine[:, :2], emb @ emb[window[:2]].T,

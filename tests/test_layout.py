@@ -11,7 +11,8 @@ from tests.conftest import REPO
 # imported where used: optional, heavy, or (bm25s) running a jax op at
 # import, which would start XLA before jax.distributed.initialize()
 OPTIONAL = ("torch", "matplotlib", "google", "safetensors", "tokenizers",
-            "tensorboardX", "rouge_score", "bm25s")
+            "tensorboardX", "rouge_score", "bm25s", "tunix", "gguf",
+            "llama_cpp")
 MODULES = sorted((REPO / "racer_jax").rglob("*.py"))
 LAUNCHERS = sorted((REPO / "launch").glob("*.py"))
 

@@ -5,6 +5,7 @@ table, then one JSON line.
   python launch/benchmark.py rollout [--data_dir=DATA]
   python launch/benchmark.py hygrl [--data_dir=DATA]
   python launch/benchmark.py kg_rollout --size=cn100k|multihopkg|fullsize
+  python launch/benchmark.py lm_score [--lm_model=FILE.gguf]
 
 ``prepare``: CN-100K ingest, grounding and subgraph extraction for all of
 CommonsenseQA, and a generated graph of full-ConceptNet size, against
@@ -15,7 +16,8 @@ walkers. ``hygrl``: questions per second of HyGRL's jitted greedy beam
 search against its plain-Python reference, and of one jitted RL update.
 ``kg_rollout``: the whole-graph walker's walker-steps per second in
 inference and training, against NumPy and eager-PyTorch walks batched per
-hop. A flag of another benchmark is refused.
+hop. ``lm_score``: the JAX LM scorer against llama.cpp on one GGUF. A
+flag of another benchmark is refused.
 """
 
 import json
@@ -24,8 +26,8 @@ import tempfile
 from absl import flags
 
 from racer_jax import entry_point
-from racer_jax.bench import (hygrl_bench, kg_rollout_bench, prepare_bench,
-                             rollout_bench, timing)
+from racer_jax.bench import (hygrl_bench, kg_rollout_bench, lm_score_bench,
+                             prepare_bench, rollout_bench, timing)
 from racer_jax.data import datasets
 
 _DATA_DIR = flags.DEFINE_string("data_dir", None,
@@ -36,7 +38,8 @@ _PREP_DIR = flags.DEFINE_string("prep_dir", None, "rollout, hygrl: "
 OPTIONS = {"prepare": prepare_bench.PrepareOptions,
            "rollout": rollout_bench.RolloutOptions,
            "hygrl": hygrl_bench.HygrlOptions,
-           "kg_rollout": kg_rollout_bench.KgRolloutOptions}
+           "kg_rollout": kg_rollout_bench.KgRolloutOptions,
+           "lm_score": lm_score_bench.LmScoreOptions}
 _READ = {kind: entry_point.define_flags(cls) for kind, cls in OPTIONS.items()}
 
 
@@ -51,7 +54,9 @@ def main(kind):
   data_dir = datasets.resolve_data_dir(_DATA_DIR.value)
   data_dir = data_dir if data_dir and data_dir.is_dir() else None
   with tempfile.TemporaryDirectory() as work_dir:
-    if kind == "kg_rollout":
+    if kind == "lm_score":
+      figures = lm_score_bench.bench_lm_score(data_dir, options)
+    elif kind == "kg_rollout":
       figures = kg_rollout_bench.bench_kg_rollout(data_dir, options)
     elif kind == "hygrl":
       figures = hygrl_bench.bench_hygrl(data_dir, _PREP_DIR.value or work_dir,

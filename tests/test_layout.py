@@ -12,7 +12,7 @@ from tests.conftest import REPO
 # import, which would start XLA before jax.distributed.initialize()
 OPTIONAL = ("torch", "matplotlib", "google", "safetensors", "tokenizers",
             "tensorboardX", "rouge_score", "bm25s", "tunix", "gguf",
-            "llama_cpp")
+            "llama_cpp", "jinja2")
 MODULES = sorted((REPO / "racer_jax").rglob("*.py"))
 LAUNCHERS = sorted((REPO / "launch").glob("*.py"))
 

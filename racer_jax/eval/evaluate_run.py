@@ -20,9 +20,10 @@ from racer_jax.errors import ConfigError
 from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, explorer_eval,
-                            learning_curves, llm_figures, multihop_eval,
-                            refiner_eval, report, retrieval_eval,
-                            walker_eval)
+                            learning_curves, llm_figures, lm_knowledge,
+                            multihop_eval, refiner_eval, report,
+                            retrieval_eval, walker_eval)
+from racer_jax.lm import scorers
 
 KINDS = ("walker", "hygrl", "multihop", "refiner", "agents", "answer_only",
          "compare")
@@ -66,11 +67,13 @@ OPTIONS = (
     Option("baseline_workdir", "list", [], "Answer runs: answer run(s) "
            "trained without knowledge, for accuracy_answer_head_only.",
            ("agents",)),
-    Option("backend", "string", None, "The agents' LLM: local, gemini or "
-           "openai (OpenAI or any OpenAI-compatible server; default: the "
+    Option("backend", "string", None, "The agents' LLM: local, gemini, "
+           "openai (OpenAI or any OpenAI-compatible server) or, with "
+           "--lm_knowledge, jax (an LM in this process; default: the "
            "run's agents.backend).", ("agents", "multihop")),
     Option("model", "string", None, "The LLM's model name (default: the "
-           "run's agents.model; gemini: gemini-3.5-flash).",
+           "run's agents.model; gemini: gemini-3.5-flash; jax: a GGUF file "
+           "or Hugging Face folder, default SmolLM2-135M-Instruct).",
            ("agents", "multihop")),
     Option("base_url", "string", None, "The LLM's endpoint, e.g. "
            "http://127.0.0.1:8000/v1 for a vLLM or llama.cpp server.",
@@ -125,6 +128,21 @@ OPTIONS = (
            "the reader answers from, each its own figures (policy, "
            "heuristic, bm25, dense; reranker with multihop.relevance="
            "cross_encoder).", ("multihop",)),
+    Option("lm_knowledge", "bool", False, "Answer runs: score every "
+           "knowledge arm (none, paths, other questions' paths, random "
+           "triples, the choices' triples, OBQA's open book) with a "
+           "language model's log-likelihoods (--backend=jax [--model=...] "
+           "or an OpenAI-compatible server that returns prompt "
+           "log-probs).", ("agents",)),
+    Option("lm_metric", "string", "acc_norm", "--lm_knowledge: the metric "
+           "the comparisons and the format choice use (acc, acc_norm, "
+           "acc_pmi).", ("agents",)),
+    Option("lm_scoring", "string", "auto", "--lm_knowledge: jax, echo "
+           "(/v1/completions with prompt log-probs) or letters (a chat "
+           "API's top log-probs over lettered options).", ("agents",)),
+    Option("lm_validation_questions", "integer", 200, "--lm_knowledge: "
+           "validation questions the knowledge format is chosen on.",
+           ("agents",)),
     Option("compare", "list", [], "LABEL=DIR walker runs trained with "
            "train.eval_every: compare their learning speed instead of "
            "evaluating (table and curves go to --workdir).", ("compare",)),
@@ -195,6 +213,8 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
     return answer_eval.evaluate(config, data_dir, workdir,
                                 ensemble=o["ensemble"], split=o["split"],
                                 progress=progress)
+  if kind == "agents" and o["lm_knowledge"]:
+    return _lm_knowledge(config, data_dir, workdir, o, progress)
   if kind == "agents":
     if o["seeds"] is not None and o["seeds"] < 1:
       raise ConfigError(f"--seeds={o['seeds']}: must be at least 1 (leave "
@@ -265,6 +285,29 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
                               progress=progress)
 
 
+_LM_OPTIONS = {"lm_knowledge", "lm_metric", "lm_scoring",
+               "lm_validation_questions", "split", "eval_file",
+               "max_questions", "backend", "model", "base_url", "api_key"}
+
+
+def _lm_knowledge(config, data_dir, workdir, o: dict, progress: bool):
+  """``--lm_knowledge``: the knowledge arms through a scorer; the agents'
+  options that do not apply are refused."""
+  defaults = {x.name: x.default for x in OPTIONS}
+  stray = sorted(k for k, v in o.items()
+                 if k not in _LM_OPTIONS and v != defaults.get(k))
+  if stray:
+    raise ConfigError(f"--{stray[0]} does not apply with --lm_knowledge")
+  scorer = scorers.make_scorer(o["backend"] or "jax", o["lm_scoring"],
+                               model=o["model"], base_url=o["base_url"],
+                               api_key=o["api_key"])
+  return lm_knowledge.evaluate(
+      config, data_dir, workdir, scorer, split=o["split"],
+      eval_file=o["eval_file"], max_questions=o["max_questions"],
+      validation_questions=o["lm_validation_questions"],
+      metric=o["lm_metric"], progress=progress)
+
+
 def check_required(figures: dict, options: dict) -> None:
   """``--require_llm``: an error (after the figures are printed and the
   records saved) when the LLM gave too few of the answers."""
@@ -272,7 +315,7 @@ def check_required(figures: dict, options: dict) -> None:
     llm_figures.require_llm(figures)
 
 
-_NOT_SCALARS = ("sweep", "ablations", "llm", "per_seed", "critic_thresholds",
+_NOT_SCALARS = ("lm_validation_grid", "sweep", "ablations", "llm", "per_seed", "critic_thresholds",
                 "per_agent", "ablations_skipped", "protocol_warnings",
                 "critic_calibration_figures", "llm_settings", "llm_errors",
                 "llm_headline")

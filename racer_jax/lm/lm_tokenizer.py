@@ -10,9 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-import jinja2
-import jinja2.sandbox
-
 from racer_jax.errors import ConfigError
 
 # llama.cpp's pre-tokenizer regexes (llama-vocab.cpp), by tokenizer.ggml.pre.
@@ -63,6 +60,8 @@ class LMTokenizer:
     if not self.chat_template:
       raise ConfigError("this model has no chat template: score or "
                         "generate from plain text instead")
+    import jinja2
+    import jinja2.sandbox
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)

@@ -1,0 +1,227 @@
+"""What the walker's paths give a real language model
+(``launch/evaluate.py --workdir=ANSWER_RUN --lm_knowledge``).
+
+The same scorer in every arm (:mod:`racer_jax.lm`; zero-shot cloze: each
+choice scored as the continuation of ``Question: ...\\nAnswer:``), the
+arms of :mod:`racer_jax.eval.lm_knowledge_arms` written before the
+question. How the knowledge is written (format, most lines) is chosen on
+the answer run's validation slice of the training split, on the ``paths``
+arm, and then used for every arm. Per arm: ``acc``, ``acc_norm`` and
+``acc_pmi``; against ``none`` (and ``paths`` against ``other_paths``):
+the paired difference with its bootstrap 95% interval, McNemar's p and
+the questions helped and hurt, on the configured metric.
+
+Labels: the evaluated questions' gold answers only score; the format is
+chosen with validation labels. Each arm's per-question scores are written
+to ``<workdir>/eval/<split>/lm_knowledge/<arm>.jsonl`` as it finishes and
+reused by a rerun of the same work (model, format, questions, seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import ml_collections
+import numpy as np
+
+from racer_jax.agents.stack import AgentStack, subset
+from racer_jax.answer import choice_triples as choice_triples_lib
+from racer_jax.answer import openbook as openbook_lib
+from racer_jax.errors import ConfigError
+from racer_jax.eval import lm_knowledge_arms as arms_lib
+from racer_jax.eval import paired
+from racer_jax.lm import choice_scoring, cloze
+from racer_jax.machine import describe
+
+CAPS = (5, 15)          # most knowledge lines, searched on validation
+ARMS_VERSION = 1        # bump when an arm's construction changes
+
+
+def _local_agents(config):
+  agents = ml_collections.ConfigDict(config.agents.to_dict())
+  agents.backend = "local"
+  return agents
+
+
+def _first(data, n: int, rconfig):
+  """The first ``n`` questions (0: all) of a whole split."""
+  rows = np.sort(np.asarray(data.dataset.ids, np.int64))
+  return subset(data, rows[:n] if n > 0 else rows, rconfig)
+
+
+def _validation(stack, n: int):
+  """The first ``n`` questions of the answer run's validation slice."""
+  train = stack.split(stack.config.train.split)
+  wanted = stack.validation_ids()
+  rows = [i for i, e in enumerate(train.examples) if e.id in wanted]
+  return subset(train, rows[:n] if n > 0 else rows, stack.rconfig)
+
+
+def _arm_facts(stack, data, indices, arm: str, paths: dict, seed: int,
+               data_dir) -> dict:
+  examples = {i: data.examples[i] for i in indices}
+  if arm == "none":
+    return {i: [[] for _ in examples[i].choices] for i in indices}
+  if arm == "paths":
+    return paths
+  if arm == "other_paths":
+    return arms_lib.other_paths(paths, seed)
+  if arm == "random_triples":
+    return arms_lib.random_triples(paths, stack.ws.kg, seed)
+  if arm == "choice_triples":
+    ranker = choice_triples_lib.ChoiceTriples(stack.ws.kg,
+                                              stack.ws.concept_emb,
+                                              stack.encoder)
+    return arms_lib.choice_triples(ranker, data, indices, stack.keep)
+  return arms_lib.openbook_facts(openbook_lib.book_path(stack.config,
+                                                        data_dir),
+                                 examples, stack.keep)
+
+
+def _score_arm(scorer, examples, facts, fmt, cap, progress):
+  texts = [arms_lib.knowledge_text(e.choices, facts[i], fmt, cap)
+           for i, e in examples]
+  requests = [cloze.cloze_request(e.stem, e.choices, t)
+              for (_, e), t in zip(examples, texts)]
+  return texts, scorer.score_many(requests, progress=progress)
+
+
+def _correct(examples, scores, neutral, metric) -> np.ndarray:
+  return np.array([choice_scoring.predictions(s, n)[metric] ==
+                   e.answer_index for (_, e), s, n in
+                   zip(examples, scores, neutral)], bool)
+
+
+def _fingerprint(**parts) -> str:
+  return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()
+                        ).hexdigest()[:16]
+
+
+def _load(path: Path, fingerprint: str):
+  if not path.is_file():
+    return None
+  lines = path.read_text().splitlines()
+  if not lines or json.loads(lines[0]).get("fingerprint") != fingerprint:
+    return None
+  rows = [json.loads(x) for x in lines[1:]]
+  return [r["knowledge"] for r in rows], [
+      [choice_scoring.ContinuationScore(*s) for s in r["scores"]]
+      for r in rows]
+
+
+def _save(path: Path, fingerprint: str, examples, texts, scores, neutral):
+  tmp = path.with_name(path.name + ".tmp")
+  with tmp.open("w") as f:
+    f.write(json.dumps({"fingerprint": fingerprint}) + "\n")
+    for (_, e), text, row, base in zip(examples, texts, scores, neutral):
+      f.write(json.dumps({
+          "id": e.id, "gold": e.answer_index, "knowledge": text,
+          "scores": [[s.logprob, s.tokens, s.chars] for s in row],
+          "predictions": choice_scoring.predictions(row, base)}) + "\n")
+  tmp.replace(path)
+
+
+def evaluate(config, data_dir, workdir, scorer, *, split=None,
+             eval_file=None, max_questions: int = 0,
+             validation_questions: int = 200, metric: str = "acc_norm",
+             progress: bool = True, log: Callable[[str], None] = print
+             ) -> dict:
+  """Scores every arm on the answer run's evaluation split; returns the
+  figures (``lm_acc_norm_paths``, ``lm_paths_minus_none``...)."""
+  if metric not in choice_scoring.METRICS:
+    raise ConfigError(f"--lm_metric={metric}: one of "
+                      f"{', '.join(choice_scoring.METRICS)}")
+  split = split or config.eval.split
+  stack = AgentStack(config, data_dir, workdir, agents=_local_agents(config),
+                     split=split, eval_file=eval_file, progress=progress,
+                     log=log)
+  data = _first(stack.split(stack.split_key), max_questions, stack.rconfig)
+  indices = [int(i) for i in data.dataset.ids]
+  examples = [(i, data.examples[i]) for i in indices]
+  if any(e.answer_index is None for _, e in examples):
+    raise ConfigError(f"{split}: unlabelled questions cannot be scored for "
+                      "accuracy; evaluate a labelled split")
+  val = _validation(stack, validation_questions)
+  val_examples = [(int(i), val.examples[int(i)]) for i in val.dataset.ids]
+  seed, batch = int(config.seed), int(config.eval.batch_size)
+  stack.graph.reset_memory()
+  paths = arms_lib.shown_paths(stack.graph, data, seed, batch)
+  stack.graph.reset_memory()
+  val_paths = arms_lib.shown_paths(stack.graph, val, seed, batch)
+  arms = [a for a in arms_lib.ARMS
+          if a != "openbook" or config.data.dataset.startswith("obqa")]
+
+  neutral_of = lambda exs: scorer.score_many(
+      [choice_scoring.ScoreRequest(choice_scoring.NEUTRAL_CONTEXT,
+                                   cloze.continuations(e.choices))
+       for _, e in exs])
+  log(f"choosing the knowledge format on {len(val_examples)} validation "
+      "questions")
+  val_neutral = neutral_of(val_examples)
+  grid = []
+  for fmt in arms_lib.FORMATS:
+    for cap in CAPS:
+      _, scores = _score_arm(scorer, val_examples, val_paths, fmt, cap,
+                             progress)
+      grid.append({"format": fmt, "cap": cap, "accuracy": float(
+          _correct(val_examples, scores, val_neutral, metric).mean())})
+  best = max(grid, key=lambda g: g["accuracy"])   # first best on ties
+  fmt, cap = best["format"], best["cap"]
+  _, none_scores = _score_arm(scorer, val_examples, {
+      i: [[] for _ in e.choices] for i, e in val_examples}, fmt, cap,
+                              progress)
+  log(f"knowledge format: {fmt}, at most {cap} lines (validation "
+      f"{metric} {best['accuracy']:.3f}; no knowledge "
+      f"{_correct(val_examples, none_scores, val_neutral, metric).mean():.3f})")
+
+  out_dir = Path(workdir) / "eval" / stack.split_key / "lm_knowledge"
+  out_dir.mkdir(parents=True, exist_ok=True)
+  neutral = neutral_of(examples)
+  correct, figures = {}, {"questions": len(examples), "lm_metric": metric,
+                          "lm_scorer": scorer.name, "lm_format": fmt,
+                          "lm_fact_cap": cap, "lm_paths_per_choice":
+                          stack.keep, "lm_validation_grid": grid,
+                          "lm_validation_questions": len(val_examples)}
+  for arm in arms:
+    key = _fingerprint(scorer=scorer.name, arm=arm, format=fmt, cap=cap,
+                       seed=seed, ids=[e.id for _, e in examples],
+                       version=ARMS_VERSION)
+    path = out_dir / f"{arm}.jsonl"
+    found = _load(path, key)
+    if found is None:
+      log(f"arm {arm}: scoring {len(examples)} questions")
+      facts = _arm_facts(stack, data, indices, arm, paths, seed, data_dir)
+      texts, scores = _score_arm(scorer, examples, facts, fmt, cap,
+                                 progress)
+      _save(path, key, examples, texts, scores, neutral)
+    else:
+      log(f"arm {arm}: reusing {path}")
+      texts, scores = found
+    for m in choice_scoring.METRICS:
+      hits = _correct(examples, scores, neutral, m)
+      figures[f"lm_{m}_{arm}"] = float(hits.mean())
+      if m == metric:
+        correct[arm] = hits
+    figures[f"lm_knowledge_chars_{arm}"] = float(np.mean(list(map(len,
+                                                                  texts))))
+  for arm in arms[1:]:
+    c = paired.paired_comparison(correct["none"], correct[arm])
+    figures[f"lm_{arm}_minus_none"] = c["difference"]
+    figures[f"lm_{arm}_minus_none_ci95"] = c["difference_ci95"]
+    figures[f"lm_{arm}_minus_none_p"] = c["mcnemar_p"]
+    figures[f"lm_{arm}_helped"] = c["b_only_correct"]
+    figures[f"lm_{arm}_hurt"] = c["a_only_correct"]
+  c = paired.paired_comparison(correct["other_paths"], correct["paths"])
+  figures.update(
+      lm_paths_minus_other_paths=c["difference"],
+      lm_paths_minus_other_paths_ci95=c["difference_ci95"],
+      lm_paths_minus_other_paths_p=c["mcnemar_p"],
+      lm_helped=figures["lm_paths_helped"], lm_hurt=figures["lm_paths_hurt"],
+      lm_questions_with_paths=int(sum(any(ps) for ps in paths.values())),
+      machine=describe())
+  (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1,
+                                                   sort_keys=True))
+  return figures

@@ -1,0 +1,133 @@
+"""The LM knowledge measurement: its arms (the content control is a
+derangement with the same counts, the format control draws real triples of
+the same count), how knowledge is written, and the whole evaluation on a
+trained demo answer run with a tiny GGUF model in JAX."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from racer_jax.answer.path_text import Triple
+from racer_jax.data import datasets
+from racer_jax.errors import ConfigError
+from racer_jax.eval import lm_knowledge_arms as arms
+from racer_jax.kg import ingest, store
+
+T = lambda h, r, t: Triple(h, r, t, 0)
+
+
+def _paths():
+  return {
+      0: [[[T("a", "isa", "b")], [T("a", "isa", "c"), T("c", "_partof",
+                                                        "d")]], []],
+      1: [[[T("x", "usedfor", "y")]], [[T("y", "atlocation", "z")]]],
+      2: [[], [[T("p", "causes", "q")]]],
+      3: [[[T("m", "desires", "n")], [T("n", "isa", "o")]], [[T("o", "isa",
+                                                                "m")]]],
+  }
+
+
+def test_other_paths_come_from_other_questions_in_the_same_counts():
+  paths = _paths()
+  other = arms.other_paths(paths, seed=0)
+  for q, per_choice in paths.items():
+    own = {id(p) for ps in per_choice for p in ps}
+    for mine, theirs in zip(per_choice, other[q]):
+      assert len(theirs) == len(mine)
+      assert not own & {id(p) for p in theirs}
+  assert arms.other_paths(paths, seed=0) == other
+  assert arms.other_paths(paths, seed=1) != other or len(paths) < 3
+
+
+def test_random_triples_are_real_edges_in_the_paths_counts():
+  triples, _ = ingest.read_triple_files(datasets.DEMO_DIR / "kg.tsv")
+  kg, _ = store.build_graph(triples)
+  paths = _paths()
+  drawn = arms.random_triples(paths, kg, seed=3)
+  index = {name: i for i, name in enumerate(kg.concepts)}
+  rel = {name: i for i, name in enumerate(kg.relations)}
+  for q, per_choice in paths.items():
+    for mine, theirs in zip(per_choice, drawn[q]):
+      assert len(theirs) == sum(map(len, mine))
+      for (t,) in theirs:
+        assert not t.relation.startswith("_")
+        assert kg.has_edge(index[t.head], rel[t.relation], index[t.tail])
+
+
+def test_knowledge_text_takes_each_choice_in_turn_up_to_the_cap():
+  facts = _paths()[0] + [["An open-book fact"]]
+  text = arms.knowledge_text(["b", "e", "f"], facts, "triples", cap=3)
+  assert text.splitlines() == ["a isa b.", "An open-book fact.", "a isa c."]
+  sentences = arms.knowledge_text(["b", "e", "f"], facts, "sentences", 10)
+  assert "D is part of c." in sentences.splitlines()
+  per = arms.knowledge_text(["b", "e", "f"], facts, "per_choice", 10)
+  assert per.splitlines()[0].startswith("About b: A is a kind of b.")
+  assert len(per.splitlines()) == 2           # choice e has no facts
+  assert arms.knowledge_text(["b"], [[]], "per_choice", 5) == ""
+  with pytest.raises(ValueError):
+    arms.knowledge_text(["b"], [[]], "prose", 5)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+  pytest.importorskip("tunix", reason="the LM extra: pip install -e '.[lm]'")
+  from tests.lm import tiny_gguf
+  path = tmp_path_factory.mktemp("lm") / "tiny.gguf"
+  tiny_gguf.write_tiny_llama(path)
+  return str(path)
+
+
+@pytest.mark.slow  # ~60 s to train the demo answer run, ~25 s to score
+def test_every_arm_scored_on_a_trained_answer_run(head_run, tiny_model,
+                                                  tmp_path):
+  from racer_jax.eval import evaluate_run
+  _, workdir = head_run
+  run = tmp_path / "run"
+  shutil.copytree(workdir, run, ignore=shutil.ignore_patterns("eval"))
+  config = evaluate_run.load_run_config(run)
+  options = {"lm_knowledge": True, "backend": "jax", "model": tiny_model,
+             "lm_validation_questions": 6}
+  figures = evaluate_run.evaluate_run(config, None, run, options,
+                                      progress=False)
+  n = figures["questions"]
+  assert n > 0
+  for arm in ("none", "paths", "other_paths", "random_triples",
+              "choice_triples"):
+    for metric in ("acc", "acc_norm", "acc_pmi"):
+      assert 0.0 <= figures[f"lm_{metric}_{arm}"] <= 1.0
+    rows = (run / "eval" / "dev" / "lm_knowledge" / f"{arm}.jsonl"
+            ).read_text().splitlines()[1:]
+    assert len(rows) == n
+    hits = [json.loads(r)["predictions"]["acc_norm"] == json.loads(r)["gold"]
+            for r in rows]
+    assert figures[f"lm_acc_norm_{arm}"] == pytest.approx(np.mean(hits))
+  assert "lm_acc_openbook" not in figures         # not an OBQA run
+  assert figures["lm_paths_minus_none"] == pytest.approx(
+      figures["lm_acc_norm_paths"] - figures["lm_acc_norm_none"])
+  assert figures["lm_helped"] - figures["lm_hurt"] == round(
+      figures["lm_paths_minus_none"] * n)
+  assert len(figures["lm_validation_grid"]) == 6
+  none = [json.loads(r) for r in (run / "eval" / "dev" / "lm_knowledge" /
+                                  "none.jsonl").read_text().splitlines()[1:]]
+  assert all(r["knowledge"] == "" for r in none)
+  # a rerun reuses every arm's scores and reports the same figures
+  again = evaluate_run.evaluate_run(config, None, run, options,
+                                    progress=False)
+  assert {k: v for k, v in again.items() if k != "machine"} == {
+      k: v for k, v in figures.items() if k != "machine"}
+
+
+def test_options_that_do_not_apply_are_refused(tmp_path):
+  from configs import test as test_config
+  from racer_jax.eval import evaluate_run
+  config, workdir = test_config.get_config(), tmp_path
+  config.train.stage = "answer"
+  tiny_model = str(tmp_path / "tiny.gguf")    # refused before it is read
+  with pytest.raises(ConfigError, match="--seeds does not apply"):
+    evaluate_run.evaluate_run(config, None, workdir, {
+        "lm_knowledge": True, "model": tiny_model, "seeds": 2})
+  with pytest.raises(ConfigError, match="cannot score"):
+    evaluate_run.evaluate_run(config, None, workdir, {
+        "lm_knowledge": True, "backend": "gemini"})

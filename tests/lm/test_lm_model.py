@@ -74,6 +74,21 @@ def test_gguf_loads_into_tunix_as_the_numpy_llama_computes(tiny):
   np.testing.assert_allclose(ours, expected, atol=2e-4)
 
 
+def test_a_hugging_face_folder_loads_as_the_gguf_does(tiny, tmp_path):
+  lm, weights = tiny
+  folder = tmp_path / "hf"
+  tiny_gguf.write_tiny_hf_folder(folder, weights, lm.tokenizer)
+  hf = causal_lm.load_causal_lm(str(folder))
+  assert hf.meta["family"] == "llama3"
+  text = "the tower in the water"
+  assert hf.tokenizer.encode(text) == lm.tokenizer.encode(text)
+  assert hf.tokenizer.eos_id == lm.tokenizer.eos_id and not hf.tokenizer.add_bos
+  ids = lm.tokenizer.encode(text)
+  np.testing.assert_allclose(jax_scorer.full_sequence_logprobs(hf, ids)[0],
+                             jax_scorer.full_sequence_logprobs(lm, ids)[0],
+                             atol=1e-5)
+
+
 def test_tokenizer_from_the_gguf_vocabulary(tiny):
   lm, _ = tiny
   tok = lm.tokenizer

@@ -80,3 +80,39 @@ def write_tiny_llama(path: Path, seed: int = 0, tied: bool = True) -> dict:
   writer.write_tensors_to_file()
   writer.close()
   return weights
+
+
+def write_tiny_hf_folder(folder: Path, weights: dict, tokenizer) -> None:
+  """The same model as a Hugging Face folder: config.json, the weights
+  under transformers' Llama names in model.safetensors, tokenizer.json."""
+  import json
+
+  from safetensors.numpy import save_file
+  folder.mkdir(parents=True, exist_ok=True)
+  hf = {"model.embed_tokens.weight": weights["token_embd.weight"],
+        "model.norm.weight": weights["output_norm.weight"]}
+  names = {"attn_norm": "input_layernorm", "ffn_norm":
+           "post_attention_layernorm", "attn_q": "self_attn.q_proj",
+           "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+           "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj",
+           "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+  for name, value in weights.items():
+    if name.startswith("blk."):
+      _, i, kind, _ = name.split(".")
+      hf[f"model.layers.{i}.{names[kind]}.weight"] = value
+  save_file({k: np.ascontiguousarray(v) for k, v in hf.items()},
+            str(folder / "model.safetensors"))
+  (folder / "config.json").write_text(json.dumps({
+      "model_type": "llama", "num_hidden_layers": DIMS["num_layers"],
+      "vocab_size": weights["token_embd.weight"].shape[0],
+      "hidden_size": DIMS["embed_dim"],
+      "intermediate_size": DIMS["hidden_dim"],
+      "num_attention_heads": DIMS["num_heads"],
+      "num_key_value_heads": DIMS["num_kv_heads"],
+      "rope_theta": DIMS["rope_theta"], "rms_norm_eps": DIMS["norm_eps"],
+      "tie_word_embeddings": True}))
+  tokenizer.tokenizer.save(str(folder / "tokenizer.json"))
+  (folder / "tokenizer_config.json").write_text(json.dumps({
+      "eos_token": "<|endoftext|>", "add_bos_token": False,
+      "chat_template": "{% for m in messages %}{{ m['content'] }}"
+                       "{% endfor %}"}))

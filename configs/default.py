@@ -216,10 +216,18 @@ def get_config() -> ml_collections.ConfigDict:
   # backend: "local" (the trained JAX models, offline), "gemini"
   # (google-genai; key in GEMINI_API_KEY) or "openai" (the openai SDK:
   # OpenAI itself with OPENAI_API_KEY, or any OpenAI-compatible server at
-  # base_url: vLLM, SGLang, Ollama, llama.cpp). Chosen when evaluating
+  # base_url: vLLM, SGLang, Ollama, llama.cpp) or "jax" (a language model
+  # in this process, racer_jax.lm: model = a GGUF file or Hugging Face
+  # folder, "" for SmolLM2). Chosen when evaluating
   # (launch/evaluate.py --backend --model --base_url --llm_setting).
   config.agents.backend = "local"
   config.agents.model = ""              # "": gemini-3.5-flash for gemini
+  # how the LLM Answer and Critic agents decide: "generate" (a JSON reply)
+  # or "score" (the choices' log-likelihoods after the question, by
+  # score_metric acc | acc_norm | acc_pmi; the critic's " ACCEPT" against
+  # " UNSURE"): jax, or openai on a server that returns prompt log-probs
+  config.agents.answer_mode = "generate"
+  config.agents.score_metric = "acc_norm"
   config.agents.base_url = ""           # e.g. http://127.0.0.1:8000/v1
   config.agents.timeout_s = 60.0
   config.agents.attempts = 4            # tries on 408/429/5xx/timeouts

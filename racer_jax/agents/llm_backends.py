@@ -20,6 +20,7 @@ import ml_collections
 from configs import default as default_config
 from racer_jax.agents.gemini_backend import (DEFAULT_ENDPOINT, GeminiBackend,
                                              resolve_api_key)
+from racer_jax.agents.jax_backend import JaxBackend
 from racer_jax.agents.llm import (GenerationSettings, LLMReply, Request,
                                   request_key)
 from racer_jax.agents.llm_cache import ResponseCache
@@ -27,7 +28,7 @@ from racer_jax.agents.openai_backend import OPENAI_ENDPOINT, OpenAIBackend
 from racer_jax.errors import ConfigError
 from racer_jax.runs.config_checks import check_config
 
-BACKENDS = ("local", "gemini", "openai")
+BACKENDS = ("local", "gemini", "openai", "jax")
 DEFAULT_GEMINI_MODEL = "gemini-3.5-flash"
 # What ``launch/evaluate.py`` and ``launch/answer.py`` may override, beside
 # backend, model and base_url (field -> type).
@@ -36,7 +37,8 @@ SETTING_FIELDS = {"temperature": float, "max_output_tokens": int,
                   "reasoning_effort": str, "structured_output": str,
                   "timeout_s": float, "attempts": int,
                   "max_concurrency": int, "min_llm_answered": float,
-                  "show_paths": bool,
+                  "show_paths": bool, "answer_mode": str,
+                  "score_metric": str,
                   # GraphDancer's explorer in the GraphAgent's seat (an LLM
                   # role, chosen when evaluating like the others)
                   "graph": str, "max_interactions": int}
@@ -99,6 +101,8 @@ def _real(agents, api_key, cache):
                            if agents.backend == "gemini" else "")
   if agents.backend == "gemini":
     return GeminiBackend(model, **kwargs)
+  if agents.backend == "jax":
+    return JaxBackend(agents.model, kwargs["settings"], cache=cache)
   return OpenAIBackend(model, **kwargs)
 
 
@@ -122,7 +126,7 @@ def make_backend(agents, api_key: str | None = None,
   if not dry_run:
     return _real(agents, api_key, cache)
   counter, check = None, "unchecked (no key)"
-  if name == "openai" or resolve_api_key(api_key):
+  if name in ("openai", "jax") or resolve_api_key(api_key):
     try:
       counter = _real(agents, api_key, None)
     except ConfigError:

@@ -35,10 +35,12 @@ from racer_jax.agents.answer_agent import (EnsembleAnswerer, LLMAnswerer,
                                            LocalAnswerer)
 from racer_jax.agents.critic import LLMCritic
 from racer_jax.agents.retrieval import build_graph_agent, retrieval_of
+from racer_jax.agents.scoring_agents import ScoringAnswerer, ScoringCritic
 from racer_jax.answer import choice_triples
 from racer_jax.data import datasets, qa, validation
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.errors import ConfigError
+from racer_jax.lm import scorers
 from racer_jax.memory import edge_memory
 from racer_jax.runs import builders, run_config
 from racer_jax.runs.checkpoints import Checkpointer
@@ -173,6 +175,7 @@ class AgentStack:
           self.ws.kg, self.ws.concept_emb, self.encoder)
     self._inputs = {}
     self._subsets = {}
+    self._scorer = None
 
   @property
   def members(self) -> list[str]:
@@ -336,6 +339,23 @@ class AgentStack:
     if chosen:
       self.keep_chosen = int(k)
 
+  def scorer(self):
+    """The choice scorer of ``agents.answer_mode=score``: the jax
+    backend's own, else a server's ``/v1/completions`` with prompt
+    log-probs (refused at the first call where the server has none)."""
+    if self._scorer is None:
+      self._scorer = getattr(self.backend, "scorer", None)
+      if self._scorer is None and self.agents.backend == "openai":
+        self._scorer = scorers.make_scorer(
+            "openai", model=self.agents.model,
+            base_url=self.agents.get("base_url") or None)
+      if self._scorer is None:
+        raise ConfigError(f"agents.answer_mode=score needs a model that "
+                          f"scores: --backend=jax, or --backend=openai with "
+                          "a server that returns prompt log-probs (not "
+                          f"{self.agents.backend})")
+    return self._scorer
+
   def collaboration(self, data: SplitData, critic, max_turns: int, *,
                     graph=None, local_only: bool = False,
                     learn_from_labels: bool = False) -> Collaboration:
@@ -351,11 +371,19 @@ class AgentStack:
       render = self.memory_templates(graph or self.graph)
       shots = self.few_shot()
       show = bool(self.agents.get("show_paths", True))
-      answerer = LLMAnswerer(self.backend, self.local, self.usage, shots,
+      if self.agents.get("answer_mode", "generate") == "score":
+        scorer = self.scorer()
+        answerer = ScoringAnswerer(scorer, self.usage,
+                                   self.agents.get("score_metric",
+                                                   "acc_norm"), show)
+        if max_turns > 1:
+          critic = ScoringCritic(scorer, self.usage, show)
+      else:
+        answerer = LLMAnswerer(self.backend, self.local, self.usage, shots,
+                               show_facts=show)
+        if max_turns > 1:
+          critic = LLMCritic(self.backend, critic, self.usage, shots,
                              show_facts=show)
-      if max_turns > 1:
-        critic = LLMCritic(self.backend, critic, self.usage, shots,
-                           show_facts=show)
     return Collaboration(graph or self.graph, answerer, critic,
                          max_turns=max_turns,
                          temperature_step=self.agents.temperature_step,

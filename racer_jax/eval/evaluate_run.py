@@ -226,6 +226,9 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
       agents.retrieval_workdir = o["retrieval_workdir"]
     if o["learn_from_eval_labels"]:
       agents.learn_from_eval_labels = True
+    if o["dry_run"] and agents.get("answer_mode") == "score":
+      raise ConfigError("--dry_run counts the prompts an LLM would be sent "
+                        "to generate; agents.answer_mode=score sends none")
     if o["dry_run"] and agents.backend == "local":
       raise ConfigError("--dry_run counts an LLM's prompts: add "
                         "--backend=gemini or --backend=openai")

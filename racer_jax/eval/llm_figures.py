@@ -19,11 +19,14 @@ from racer_jax.errors import LLMError
 def folder_suffix(identity: dict | None, agents) -> str:
   """What an evaluation folder's name adds for its LLM, so that runs with
   other models or prompts sit beside each other: ``.openai-smollm2``,
-  ``.gemini-gemini-3.5-flash.no_paths``; empty for the local models."""
+  ``.gemini-gemini-3.5-flash.no_paths``, ``.jax-smollm2.score_acc_norm``
+  (``agents.answer_mode=score``); empty for the local models."""
   if not identity:
     return ""
   model = re.sub(r"[^A-Za-z0-9._-]+", "_", str(identity.get("model")))
   suffix = f".{identity['backend']}-{model}"
+  if agents.get("answer_mode", "generate") == "score":
+    suffix += f".score_{agents.get('score_metric', 'acc_norm')}"
   return suffix + ("" if agents.get("show_paths", True) else ".no_paths")
 
 

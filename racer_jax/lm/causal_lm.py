@@ -130,7 +130,7 @@ def init_cache(lm: CausalLM, batch: int, size: int, dtype) -> dict:
 
 
 @contextlib.contextmanager
-def _llama3_rope_theta(model):
+def rope_theta_of(model):
   """tunix 0.1.7's ``Llama3`` attention calls ``apply_rope`` without its
   config's ``rope_theta`` (the function's default, 1e6, is used for every
   model: SmolLM2 needs 1e5, Llama 3 5e5). While the model is traced, the
@@ -153,7 +153,7 @@ def forward(graphdef, state, tokens, positions, cache, mask):
   ``positions`` (B, T), attending where ``mask`` (B, T, S) is True (S: the
   cache's length, or T without a cache)."""
   model = nnx.merge(graphdef, state)
-  with _llama3_rope_theta(model):
+  with rope_theta_of(model):
     return model(tokens, positions, cache, mask)
 
 

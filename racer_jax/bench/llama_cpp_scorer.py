@@ -1,7 +1,7 @@
 """The reference the JAX scorer is measured against: llama.cpp through
 llama-cpp-python in this process (``Llama(..., logits_all=True)``), the
-same choice-scoring protocol, its own tokenizer, the context's KV cache
-kept across a question's choices."""
+same choice-scoring protocol and context/continuation split, its own
+tokenizer, the context's KV cache kept across a question's choices."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from racer_jax.lm.choice_scoring import (ContinuationScore, ScoreRequest,
                                          characters)
+from racer_jax.lm.jax_scorer import split_tokens
 
 
 def _logsoftmax(rows: np.ndarray) -> np.ndarray:
@@ -38,14 +39,7 @@ class LlamaCppScorer:
     return self.llm.tokenize(text.encode("utf-8"), add_bos=False,
                              special=True) if text else []
 
-  def _split(self, context: str, continuation: str):
-    stripped = context.rstrip(" ")
-    continuation = context[len(stripped):] + continuation
-    ctx = self.tokenize(stripped)
-    whole = self.tokenize(stripped + continuation)
-    if whole[:len(ctx)] == ctx:
-      return ctx, whole[len(ctx):]
-    return ctx, self.tokenize(continuation)
+  encode = tokenize   # what split_tokens asks of a tokenizer
 
   def sequence_logprobs(self, ids: Sequence[int]
                         ) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +59,7 @@ class LlamaCppScorer:
     bos = self.llm.token_bos()
     for request in tqdm(requests, desc="llama.cpp", disable=not progress,
                         leave=False):
-      pieces = [self._split(request.context, c)
+      pieces = [split_tokens(self, request.context, c)
                 for c in request.continuations]
       context = pieces[0][0] if pieces else []
       context = context or [bos]

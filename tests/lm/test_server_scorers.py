@@ -10,11 +10,7 @@ than one ``eval``), and the comparison is to 1e-3."""
 
 import importlib.util
 import math
-import subprocess
-import sys
-import time
 
-import httpx2
 import numpy as np
 import openai
 import pytest
@@ -23,6 +19,7 @@ from racer_jax.errors import ConfigError
 from racer_jax.lm import server_scorers
 from racer_jax.lm.choice_scoring import ScoreRequest, characters
 from tests.agents.stub_server import ScriptedServer
+from tests import real_llm
 from tests.real_llm import MODEL_ALIAS, _free_port, _missing, gguf_path
 
 BOS = "tokenizer.ggml.add_bos_token=bool:true"
@@ -60,39 +57,16 @@ def servers(tmp_path_factory):
   started = {}
   try:
     for kind, extra in kinds.items():
-      port, log = _free_port(), tmp_path_factory.mktemp(kind) / "server.log"
-      with open(log, "wb") as out:
-        started[kind] = (subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-             "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port",
-             str(port), "--n_ctx", "2048", "--n_threads", "1", "--verbose",
-             "False", *ONE_AT_A_TIME, *extra], stdout=out,
-            stderr=subprocess.STDOUT),
-            f"http://127.0.0.1:{port}/v1", log)
-    deadline = time.monotonic() + 180
-    for kind, (server, url, log) in started.items():
-      while True:
-        if server.poll() is not None:
-          pytest.fail(f"llama-cpp-python's server ({kind}) exited "
-                      f"({server.returncode}): {log.read_text()[-2000:]}")
-        try:
-          if httpx2.get(url + "/models", timeout=2).status_code == 200:
-            break
-        except httpx2.HTTPError:
-          pass
-        if time.monotonic() > deadline:
-          pytest.fail(f"llama-cpp-python's server did not start: {log}")
-        time.sleep(0.5)
+      log = tmp_path_factory.mktemp(kind) / "server.log"
+      server, url = real_llm.start_server(
+          model, _free_port(), log, "--n_ctx", "2048", "--n_threads", "1",
+          *ONE_AT_A_TIME, *extra)
+      started[kind] = (server, url, log)
+    for server, url, log in started.values():
+      real_llm.wait_until_serving(server, url, log)
     yield {kind: url for kind, (_, url, _) in started.items()}
   finally:
-    for server, _, _ in started.values():
-      server.terminate()
-    for server, _, _ in started.values():
-      try:
-        server.wait(20)
-      except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(10)
+    real_llm.stop_servers([server for server, _, _ in started.values()])
 
 
 @pytest.fixture(scope="module")

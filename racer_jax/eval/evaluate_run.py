@@ -289,7 +289,8 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
 
 
 _LM_OPTIONS = {"lm_knowledge", "lm_metric", "lm_scoring",
-               "lm_validation_questions", "split", "eval_file",
+               "lm_validation_questions", "ablation_workdirs", "split",
+               "eval_file",
                "max_questions", "backend", "model", "base_url", "api_key"}
 
 
@@ -307,6 +308,8 @@ def _lm_knowledge(config, data_dir, workdir, o: dict, progress: bool):
   return lm_knowledge.evaluate(
       config, data_dir, workdir, scorer, split=o["split"],
       eval_file=o["eval_file"], max_questions=o["max_questions"],
+      ablation_workdirs=dict(_pairs(o["ablation_workdirs"],
+                                    "ablation_workdirs")),
       validation_questions=o["lm_validation_questions"],
       metric=o["lm_metric"], progress=progress)
 

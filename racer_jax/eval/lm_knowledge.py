@@ -27,6 +27,7 @@ from typing import Callable
 import ml_collections
 import numpy as np
 
+from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.answer import choice_triples as choice_triples_lib
 from racer_jax.answer import openbook as openbook_lib
@@ -126,11 +127,15 @@ def _save(path: Path, fingerprint: str, examples, texts, scores, neutral):
 
 def evaluate(config, data_dir, workdir, scorer, *, split=None,
              eval_file=None, max_questions: int = 0,
+             ablation_workdirs: dict[str, str] | None = None,
              validation_questions: int = 200, metric: str = "acc_norm",
              progress: bool = True, log: Callable[[str], None] = print
              ) -> dict:
   """Scores every arm on the answer run's evaluation split; returns the
-  figures (``lm_acc_norm_paths``, ``lm_paths_minus_none``...)."""
+  figures (``lm_acc_norm_paths``, ``lm_paths_minus_none``...).
+  ``ablation_workdirs``: NAME -> a refiner run over a walker trained
+  otherwise (no_pruning, no_teacher): its paths are the arm
+  ``paths_NAME``, written as the ``paths`` arm is."""
   if metric not in choice_scoring.METRICS:
     raise ConfigError(f"--lm_metric={metric}: one of "
                       f"{', '.join(choice_scoring.METRICS)}")
@@ -153,6 +158,12 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
   val_paths = arms_lib.shown_paths(stack.graph, val, seed, batch)
   arms = [a for a in arms_lib.ARMS
           if a != "openbook" or config.data.dataset.startswith("obqa")]
+  ablated = {}
+  for name, refiner_dir in sorted((ablation_workdirs or {}).items()):
+    graph = GraphAgent(refiner_dir, stack.ws, paths_per_choice=stack.keep,
+                       log=log)
+    ablated[f"paths_{name}"] = arms_lib.shown_paths(graph, data, seed, batch)
+  arms += list(ablated)
 
   neutral_of = lambda exs: scorer.score_many(
       [choice_scoring.ScoreRequest(choice_scoring.NEUTRAL_CONTEXT,
@@ -188,12 +199,15 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
   for arm in arms:
     key = _fingerprint(scorer=scorer.name, arm=arm, format=fmt, cap=cap,
                        seed=seed, ids=[e.id for _, e in examples],
-                       version=ARMS_VERSION)
+                       version=ARMS_VERSION,
+                       source=(ablation_workdirs[arm[len("paths_"):]]
+                               if arm in ablated else None))
     path = out_dir / f"{arm}.jsonl"
     found = _load(path, key)
     if found is None:
       log(f"arm {arm}: scoring {len(examples)} questions")
-      facts = _arm_facts(stack, data, indices, arm, paths, seed, data_dir)
+      facts = (ablated[arm] if arm in ablated else
+               _arm_facts(stack, data, indices, arm, paths, seed, data_dir))
       texts, scores = _score_arm(scorer, examples, facts, fmt, cap,
                                  progress)
       _save(path, key, examples, texts, scores, neutral)
@@ -214,6 +228,10 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
     figures[f"lm_{arm}_minus_none_p"] = c["mcnemar_p"]
     figures[f"lm_{arm}_helped"] = c["b_only_correct"]
     figures[f"lm_{arm}_hurt"] = c["a_only_correct"]
+  for arm in ablated:   # RACER's ablation table: the full system's gain
+    c = paired.paired_comparison(correct[arm], correct["paths"])
+    figures[f"lm_paths_minus_{arm}"] = c["difference"]
+    figures[f"lm_paths_minus_{arm}_p"] = c["mcnemar_p"]
   c = paired.paired_comparison(correct["other_paths"], correct["paths"])
   figures.update(
       lm_paths_minus_other_paths=c["difference"],

@@ -80,15 +80,18 @@ def tiny_model(tmp_path_factory):
 
 
 @pytest.mark.slow  # ~60 s to train the demo answer run, ~25 s to score
-def test_every_arm_scored_on_a_trained_answer_run(head_run, tiny_model,
-                                                  tmp_path):
+def test_every_arm_scored_on_a_trained_answer_run(head_run, retrieval_runs,
+                                                  tiny_model, tmp_path):
   from racer_jax.eval import evaluate_run
   _, workdir = head_run
   run = tmp_path / "run"
   shutil.copytree(workdir, run, ignore=shutil.ignore_patterns("eval"))
   config = evaluate_run.load_run_config(run)
+  # the answer run's own refiner as an "ablation": its arm must be the
+  # paths arm, question by question
   options = {"lm_knowledge": True, "backend": "jax", "model": tiny_model,
-             "lm_validation_questions": 6}
+             "lm_validation_questions": 6,
+             "ablation_workdirs": [f"same={retrieval_runs[2]}"]}
   figures = evaluate_run.evaluate_run(config, None, run, options,
                                       progress=False)
   n = figures["questions"]
@@ -109,6 +112,12 @@ def test_every_arm_scored_on_a_trained_answer_run(head_run, tiny_model,
   assert figures["lm_helped"] - figures["lm_hurt"] == round(
       figures["lm_paths_minus_none"] * n)
   assert len(figures["lm_validation_grid"]) == 6
+  assert figures["lm_acc_norm_paths_same"] == figures["lm_acc_norm_paths"]
+  assert figures["lm_paths_minus_paths_same"] == 0.0
+  read = lambda arm: [json.loads(r)["knowledge"] for r in (
+      run / "eval" / "dev" / "lm_knowledge" / f"{arm}.jsonl"
+  ).read_text().splitlines()[1:]]
+  assert read("paths_same") == read("paths") != read("other_paths")
   none = [json.loads(r) for r in (run / "eval" / "dev" / "lm_knowledge" /
                                   "none.jsonl").read_text().splitlines()[1:]]
   assert all(r["knowledge"] == "" for r in none)

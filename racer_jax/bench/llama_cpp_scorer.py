@@ -5,6 +5,7 @@ tokenizer, the context's KV cache kept across a question's choices."""
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
@@ -27,9 +28,10 @@ class LlamaCppScorer:
   def __init__(self, model_path: str, *, n_ctx: int = 2048,
                n_threads: int | None = None, n_batch: int = 512):
     from llama_cpp import Llama
+    threads = n_threads or os.cpu_count()   # as many cores as XLA uses
     self.llm = Llama(model_path=str(model_path), logits_all=True,
-                     n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads,
-                     verbose=False)
+                     n_ctx=n_ctx, n_batch=n_batch, n_threads=threads,
+                     n_threads_batch=threads, verbose=False)
     self.name = f"llama.cpp:{model_path}"
     self.tokens_scored = 0
 

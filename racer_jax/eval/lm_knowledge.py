@@ -13,14 +13,17 @@ the questions helped and hurt, on the configured metric.
 
 Labels: the evaluated questions' gold answers only score; the format is
 chosen with validation labels. Each arm's per-question scores are written
-to ``<workdir>/eval/<split>/lm_knowledge/<arm>.jsonl`` as it finishes and
-reused by a rerun of the same work (model, format, questions, seed).
+to ``<workdir>/eval/<split>/lm_knowledge/<scorer>/<arm>.jsonl`` as it
+finishes and
+reused by a rerun of the same work (model, format, questions, seed); each
+scorer has its folder under ``lm_knowledge/``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -94,6 +97,14 @@ def _correct(examples, scores, neutral, metric) -> np.ndarray:
   return np.array([choice_scoring.predictions(s, n)[metric] ==
                    e.answer_index for (_, e), s, n in
                    zip(examples, scores, neutral)], bool)
+
+
+def scorer_folder(name: str) -> str:
+  """A folder name for a scorer: ``jax-SmolLM2-135M-Instruct.Q4_1.gguf``,
+  ``completions-smollm2``."""
+  kind, _, rest = name.partition(":")
+  model = Path(rest.split("@")[0].rstrip("/")).name or "model"
+  return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{kind}-{model}")
 
 
 def _fingerprint(**parts) -> str:
@@ -188,7 +199,8 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
       f"{metric} {best['accuracy']:.3f}; no knowledge "
       f"{_correct(val_examples, none_scores, val_neutral, metric).mean():.3f})")
 
-  out_dir = Path(workdir) / "eval" / stack.split_key / "lm_knowledge"
+  out_dir = (Path(workdir) / "eval" / stack.split_key / "lm_knowledge" /
+             scorer_folder(scorer.name))
   out_dir.mkdir(parents=True, exist_ok=True)
   neutral = neutral_of(examples)
   correct, figures = {}, {"questions": len(examples), "lm_metric": metric,

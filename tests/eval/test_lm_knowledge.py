@@ -70,6 +70,10 @@ def test_knowledge_text_takes_each_choice_in_turn_up_to_the_cap():
     arms.knowledge_text(["b"], [[]], "prose", 5)
 
 
+def _arms_dir(run):
+  return run / "eval" / "dev" / "lm_knowledge" / "jax-tiny.gguf"
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
   pytest.importorskip("tunix", reason="the LM extra: pip install -e '.[lm]'")
@@ -100,7 +104,7 @@ def test_every_arm_scored_on_a_trained_answer_run(head_run, retrieval_runs,
               "choice_triples"):
     for metric in ("acc", "acc_norm", "acc_pmi"):
       assert 0.0 <= figures[f"lm_{metric}_{arm}"] <= 1.0
-    rows = (run / "eval" / "dev" / "lm_knowledge" / f"{arm}.jsonl"
+    rows = (_arms_dir(run) / f"{arm}.jsonl"
             ).read_text().splitlines()[1:]
     assert len(rows) == n
     hits = [json.loads(r)["predictions"]["acc_norm"] == json.loads(r)["gold"]
@@ -115,11 +119,11 @@ def test_every_arm_scored_on_a_trained_answer_run(head_run, retrieval_runs,
   assert figures["lm_acc_norm_paths_same"] == figures["lm_acc_norm_paths"]
   assert figures["lm_paths_minus_paths_same"] == 0.0
   read = lambda arm: [json.loads(r)["knowledge"] for r in (
-      run / "eval" / "dev" / "lm_knowledge" / f"{arm}.jsonl"
+      _arms_dir(run) / f"{arm}.jsonl"
   ).read_text().splitlines()[1:]]
   assert read("paths_same") == read("paths") != read("other_paths")
-  none = [json.loads(r) for r in (run / "eval" / "dev" / "lm_knowledge" /
-                                  "none.jsonl").read_text().splitlines()[1:]]
+  none = [json.loads(r) for r in (_arms_dir(run) / "none.jsonl"
+                                  ).read_text().splitlines()[1:]]
   assert all(r["knowledge"] == "" for r in none)
   # a rerun reuses every arm's scores and reports the same figures
   again = evaluate_run.evaluate_run(config, None, run, options,

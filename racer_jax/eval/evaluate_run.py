@@ -143,6 +143,10 @@ OPTIONS = (
     Option("lm_validation_questions", "integer", 200, "--lm_knowledge: "
            "validation questions the knowledge format is chosen on.",
            ("agents",)),
+    Option("lm_format", "string", "auto", "--lm_knowledge: how the "
+           "knowledge is written: auto (chosen on validation) or "
+           "FORMAT:LINES (triples, sentences or per_choice, e.g. "
+           "triples:5).", ("agents",)),
     Option("compare", "list", [], "LABEL=DIR walker runs trained with "
            "train.eval_every: compare their learning speed instead of "
            "evaluating (table and curves go to --workdir).", ("compare",)),
@@ -288,7 +292,7 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
                               progress=progress)
 
 
-_LM_OPTIONS = {"lm_knowledge", "lm_metric", "lm_scoring",
+_LM_OPTIONS = {"lm_knowledge", "lm_metric", "lm_scoring", "lm_format",
                "lm_validation_questions", "ablation_workdirs", "split",
                "eval_file",
                "max_questions", "backend", "model", "base_url", "api_key"}
@@ -302,6 +306,8 @@ def _lm_knowledge(config, data_dir, workdir, o: dict, progress: bool):
                  if k not in _LM_OPTIONS and v != defaults.get(k))
   if stray:
     raise ConfigError(f"--{stray[0]} does not apply with --lm_knowledge")
+  if o["lm_format"] != "auto":
+    lm_knowledge.parse_format(o["lm_format"])
   scorer = scorers.make_scorer(o["backend"] or "jax", o["lm_scoring"],
                                model=o["model"], base_url=o["base_url"],
                                api_key=o["api_key"])
@@ -311,7 +317,8 @@ def _lm_knowledge(config, data_dir, workdir, o: dict, progress: bool):
       ablation_workdirs=dict(_pairs(o["ablation_workdirs"],
                                     "ablation_workdirs")),
       validation_questions=o["lm_validation_questions"],
-      metric=o["lm_metric"], progress=progress)
+      metric=o["lm_metric"], knowledge_format=o["lm_format"],
+      progress=progress)
 
 
 def check_required(figures: dict, options: dict) -> None:

@@ -136,17 +136,54 @@ def _save(path: Path, fingerprint: str, examples, texts, scores, neutral):
   tmp.replace(path)
 
 
+def parse_format(text: str) -> tuple[str, int]:
+  """``FORMAT:LINES`` -> (format, most lines); refused in one line."""
+  fmt, _, cap = text.partition(":")
+  if fmt not in arms_lib.FORMATS or not cap.isdigit() or int(cap) < 1:
+    raise ConfigError(f"--lm_format={text}: auto, or FORMAT:LINES with "
+                      f"FORMAT one of {', '.join(arms_lib.FORMATS)}")
+  return fmt, int(cap)
+
+
+def _choose_format(scorer, val_examples, val_paths, metric, val_neutral,
+                   progress, log):
+  """(format, most lines, the grid) best on the validation questions'
+  ``paths`` arm (the first best on ties)."""
+  log(f"choosing the knowledge format on {len(val_examples)} validation "
+      "questions")
+  grid = []
+  for fmt in arms_lib.FORMATS:
+    for cap in CAPS:
+      _, scores = _score_arm(scorer, val_examples, val_paths, fmt, cap,
+                             progress)
+      grid.append({"format": fmt, "cap": cap, "accuracy": float(
+          _correct(val_examples, scores, val_neutral, metric).mean())})
+  best = max(grid, key=lambda g: g["accuracy"])
+  _, none = _score_arm(scorer, val_examples, {
+      i: [[] for _ in e.choices] for i, e in val_examples}, "triples", 1,
+                       progress)
+  log(f"knowledge format: {best['format']}, at most {best['cap']} lines "
+      f"(validation {metric} {best['accuracy']:.3f}; no knowledge "
+      f"{_correct(val_examples, none, val_neutral, metric).mean():.3f})")
+  return best["format"], best["cap"], grid
+
+
 def evaluate(config, data_dir, workdir, scorer, *, split=None,
              eval_file=None, max_questions: int = 0,
              ablation_workdirs: dict[str, str] | None = None,
              validation_questions: int = 200, metric: str = "acc_norm",
+             knowledge_format: str = "auto",
              progress: bool = True, log: Callable[[str], None] = print
              ) -> dict:
   """Scores every arm on the answer run's evaluation split; returns the
   figures (``lm_acc_norm_paths``, ``lm_paths_minus_none``...).
   ``ablation_workdirs``: NAME -> a refiner run over a walker trained
   otherwise (no_pruning, no_teacher): its paths are the arm
-  ``paths_NAME``, written as the ``paths`` arm is."""
+  ``paths_NAME``, written as the ``paths`` arm is. ``knowledge_format``:
+  ``auto`` (chosen on validation) or ``FORMAT:LINES`` (e.g.
+  ``triples:5``, another run's choice, for comparing scorers)."""
+  if knowledge_format != "auto":
+    parse_format(knowledge_format)        # refused before any work
   if metric not in choice_scoring.METRICS:
     raise ConfigError(f"--lm_metric={metric}: one of "
                       f"{', '.join(choice_scoring.METRICS)}")
@@ -180,24 +217,12 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
       [choice_scoring.ScoreRequest(choice_scoring.NEUTRAL_CONTEXT,
                                    cloze.continuations(e.choices))
        for _, e in exs])
-  log(f"choosing the knowledge format on {len(val_examples)} validation "
-      "questions")
-  val_neutral = neutral_of(val_examples)
-  grid = []
-  for fmt in arms_lib.FORMATS:
-    for cap in CAPS:
-      _, scores = _score_arm(scorer, val_examples, val_paths, fmt, cap,
-                             progress)
-      grid.append({"format": fmt, "cap": cap, "accuracy": float(
-          _correct(val_examples, scores, val_neutral, metric).mean())})
-  best = max(grid, key=lambda g: g["accuracy"])   # first best on ties
-  fmt, cap = best["format"], best["cap"]
-  _, none_scores = _score_arm(scorer, val_examples, {
-      i: [[] for _ in e.choices] for i, e in val_examples}, fmt, cap,
-                              progress)
-  log(f"knowledge format: {fmt}, at most {cap} lines (validation "
-      f"{metric} {best['accuracy']:.3f}; no knowledge "
-      f"{_correct(val_examples, none_scores, val_neutral, metric).mean():.3f})")
+  if knowledge_format == "auto":
+    fmt, cap, grid = _choose_format(scorer, val_examples, val_paths, metric,
+                                    neutral_of(val_examples), progress, log)
+  else:
+    fmt, cap = parse_format(knowledge_format)
+    grid = []
 
   out_dir = (Path(workdir) / "eval" / stack.split_key / "lm_knowledge" /
              scorer_folder(scorer.name))

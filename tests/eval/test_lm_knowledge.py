@@ -141,6 +141,9 @@ def test_options_that_do_not_apply_are_refused(tmp_path):
   with pytest.raises(ConfigError, match="--seeds does not apply"):
     evaluate_run.evaluate_run(config, None, workdir, {
         "lm_knowledge": True, "model": tiny_model, "seeds": 2})
+  with pytest.raises(ConfigError, match="--lm_format=prose:3"):
+    evaluate_run.evaluate_run(config, None, workdir, {
+        "lm_knowledge": True, "model": tiny_model, "lm_format": "prose:3"})
   with pytest.raises(ConfigError, match="cannot score"):
     evaluate_run.evaluate_run(config, None, workdir, {
         "lm_knowledge": True, "backend": "gemini"})

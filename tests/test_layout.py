@@ -2,6 +2,8 @@
 modules, imports at the top (lint-imports checks their direction)."""
 
 import ast
+import subprocess
+import sys
 
 import pytest
 
@@ -54,3 +56,17 @@ def test_module_names_are_unique():
     if path.name != "__init__.py":
       names.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
   assert not {k: v for k, v in names.items() if len(v) > 1}
+
+
+def test_the_package_imports_without_the_lm_extra():
+  """The main job and every launcher's library import with the ``lm``
+  extra's packages (tunix, gguf, jinja2) and llama.cpp absent: the LM
+  loads them only when a model is loaded."""
+  code = ("import sys\n"
+          "for m in ('tunix', 'gguf', 'jinja2', 'llama_cpp'):\n"
+          "  sys.modules[m] = None\n"
+          "import racer_jax.train.main_job, racer_jax.eval.evaluate_run\n"
+          "import racer_jax.agents.stack, racer_jax.bench.lm_score_bench\n")
+  done = subprocess.run([sys.executable, "-c", code], cwd=REPO,
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]

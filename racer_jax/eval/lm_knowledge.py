@@ -197,13 +197,9 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
   if any(e.answer_index is None for _, e in examples):
     raise ConfigError(f"{split}: unlabelled questions cannot be scored for "
                       "accuracy; evaluate a labelled split")
-  val = _validation(stack, validation_questions)
-  val_examples = [(int(i), val.examples[int(i)]) for i in val.dataset.ids]
   seed, batch = int(config.seed), int(config.eval.batch_size)
   stack.graph.reset_memory()
   paths = arms_lib.shown_paths(stack.graph, data, seed, batch)
-  stack.graph.reset_memory()
-  val_paths = arms_lib.shown_paths(stack.graph, val, seed, batch)
   arms = [a for a in arms_lib.ARMS
           if a != "openbook" or config.data.dataset.startswith("obqa")]
   ablated = {}
@@ -217,7 +213,12 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
       [choice_scoring.ScoreRequest(choice_scoring.NEUTRAL_CONTEXT,
                                    cloze.continuations(e.choices))
        for _, e in exs])
+  val_examples = []      # the validation slice only chooses the format
   if knowledge_format == "auto":
+    val = _validation(stack, validation_questions)
+    val_examples = [(int(i), val.examples[int(i)]) for i in val.dataset.ids]
+    stack.graph.reset_memory()
+    val_paths = arms_lib.shown_paths(stack.graph, val, seed, batch)
     fmt, cap, grid = _choose_format(scorer, val_examples, val_paths, metric,
                                     neutral_of(val_examples), progress, log)
   else:

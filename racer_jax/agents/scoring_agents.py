@@ -7,7 +7,11 @@ of generated JSON, the way small models are evaluated.
   the choice is the best under ``agents.score_metric`` (``acc_norm``:
   per character), its confidence the softmax of the choices' values.
 - Critic: the proposal, then "Verdict:", continued by " ACCEPT" or
-  " UNSURE"; the verdict is the likelier, its confidence that probability.
+  " UNSURE"; ACCEPT when P(ACCEPT) = softmax of the two reaches
+  ``min_accept`` (0.5 uncalibrated; evaluations fit it on the validation
+  slice, :func:`racer_jax.eval.calibration.fit_score_critic`). The
+  verdict's confidence is P(ACCEPT), whatever the verdict, so a pass
+  records what a threshold is fitted on.
 
 Memory updates, UNSURE re-exploration and the turn cap are the loop's,
 unchanged (:mod:`racer_jax.agents.agent_loop`).
@@ -82,8 +86,10 @@ class ScoringAnswerer:
 class ScoringCritic:
   agent = "critic"
 
-  def __init__(self, scorer, report, show_facts: bool = True):
+  def __init__(self, scorer, report, show_facts: bool = True,
+               min_accept: float = 0.5):
     self.scorer, self.report, self.show_facts = scorer, report, show_facts
+    self.min_accept = float(min_accept)
     self.name = scorer.name
 
   def judge_many(self, proposals: list[Proposal]) -> list[Verdict]:
@@ -103,7 +109,8 @@ class ScoringCritic:
       raw = json.dumps({"logprob": [s.logprob for s in row]})
       reply, usage = _usage(self.name, raw, sum(s.tokens for s in row))
       self.report.record(reply, self.agent)
-      verdict = ACCEPT if accept >= 0.5 else UNSURE
-      out.append(Verdict(verdict, max(accept, 1 - accept),
-                         f"P(ACCEPT) = {accept:.2f}", self.name, raw, usage))
+      verdict = ACCEPT if accept >= self.min_accept else UNSURE
+      out.append(Verdict(verdict, accept, f"P(ACCEPT) = {accept:.2f} "
+                         f"(≥ {self.min_accept:.2f}?)", self.name, raw,
+                         usage))
     return out

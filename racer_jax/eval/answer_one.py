@@ -2,7 +2,7 @@
 
 :func:`open_pipeline` checks the run is an answer run and loads its stack
 (the critic fitted on the run's validation slice first if this setup has
-none stored); :func:`checked_choices` refuses empty and repeated choices;
+none stored, and in score mode the scoring critic's threshold too); :func:`checked_choices` refuses empty and repeated choices;
 :func:`answer_text` is the human-readable output, which always says when an
 LLM call failed and the local models answered instead.
 """
@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from racer_jax.agents import llm_backends
 from racer_jax.agents.pipeline import Pipeline
-from racer_jax.errors import ConfigError
+from racer_jax.errors import ConfigError, a_or_an
 from racer_jax.runs import run_config
 from racer_jax.eval import calibration
 
@@ -45,7 +45,7 @@ def answer_run_config(workdir):
   stage = config.train.get("stage", "walker")
   if stage != "answer":
     kind = "hygrl" if config.get("method") == "hygrl" else stage
-    raise ConfigError(f"--workdir={workdir} is a {kind} run; answering needs "
+    raise ConfigError(f"--workdir={workdir} is {a_or_an(kind)} run; answering needs "
                       "an answer run (--config.train.stage=answer), e.g. "
                       "runs/demo/answer")
   return config
@@ -75,6 +75,13 @@ def open_pipeline(workdir, data_dir=None, *, backend=None, model=None,
         "(once for this setup) ...")
     pipeline.use_calibration(calibration.fit_critic(
         pipeline.stack, progress=False, log=quiet))
+  stack = pipeline.stack
+  if (stack.backend is not None and stack.agents.max_turns > 1 and
+      stack.agents.get("answer_mode", "generate") == "score"):
+    record = calibration.fit_score_critic(stack, progress=False, log=quiet)
+    pipeline.critic_source += (
+        f"; the scoring critic ACCEPTs at P(ACCEPT) ≥ "
+        f"{record['thresholds']['min_accept']:.3f} (validation)")
   return pipeline
 
 

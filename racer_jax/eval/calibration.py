@@ -24,11 +24,12 @@ from typing import Callable
 
 import ml_collections
 import numpy as np
+import scipy.stats
 
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents.agent_loop import FoldCritic
 from racer_jax.agents.critic import LocalCritic
-from racer_jax.agents.stack import AgentStack
+from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import memory_pass, passes, paths_choice
 
 VALIDATION = "validation"
@@ -148,3 +149,84 @@ def calibrate_after_training(config, data_dir, workdir, *,
   elif chosen is not None:
     paths_choice.share_chosen_pass(stack, chosen, log=log)
   return fit_critic(stack, progress=progress, log=log)
+
+
+def score_critic_identity(stack: AgentStack) -> dict:
+  """What a fit of the scoring critic depends on: the local critic's
+  identity plus the scorer, the metric, what is shown and how many
+  validation questions."""
+  agents = stack.agents
+  return {**stack.calibration_identity(), "critic": "score",
+          "scorer": stack.scorer().name,
+          "score_metric": agents.get("score_metric", "acc_norm"),
+          "show_paths": bool(agents.get("show_paths", True)),
+          "questions": int(agents.get("score_critic_questions", 200))}
+
+
+def fit_score_critic(stack: AgentStack, *, progress: bool = True,
+                     log: Callable[[str], None] = print) -> dict:
+  """The scoring critic's P(ACCEPT) threshold (``agents.answer_mode=score``)
+  fitted by Youden's J on a one-round pass of the score-mode Answer and
+  Critic over the first ``agents.score_critic_questions`` questions of the
+  validation slice (0: all; the slice is a seeded random draw of the
+  training split). Stored, and resumed, like :func:`fit_critic`; also
+  stores the ROC AUC of P(ACCEPT) against the answer being right (0.5: the
+  critic tells nothing). Sets the threshold on ``stack``."""
+  identity = score_critic_identity(stack)
+  done = critic_lib.stored_calibration(stack.workdir, identity)
+  if done is None:
+    data = stack.validation()
+    if identity["questions"] > 0:
+      data = subset(data, data.dataset.ids[:identity["questions"]],
+                    stack.rconfig)
+    folder = critic_lib.calibration_folder(stack.workdir, identity)
+    folder.mkdir(parents=True, exist_ok=True)
+    log(f"calibrating the scoring critic on {data.dataset.num_questions} "
+        f"validation questions ({identity['scorer']})")
+    result = passes.run_pass(
+        stack.collaboration(data, LocalCritic(0.0, 0.0), 1,
+                            record_score_critic=True), data,
+        batch_size=stack.config.eval.batch_size, seed=stack.config.seed,
+        path=folder / "validation.score.jsonl", resume=True,
+        progress=progress, desc="scoring critic calibration (validation)")
+    records = [r for r in result.records if r.get("correct") is not None]
+    if not records:
+      raise ValueError(f"{stack.workdir}: the validation slice has no "
+                       "labeled question to calibrate the critic on")
+    p_accept = np.array([r["rounds"][0]["critic_confidence"]
+                         for r in records])
+    correct = np.array([bool(r["correct"]) for r in records])
+    threshold = LocalCritic.calibrate(p_accept, np.zeros_like(p_accept),
+                                      correct).min_confidence
+    accept = p_accept >= threshold
+    mean = lambda x: float(np.mean(x)) if x.size else None
+    figures = {
+        "questions": len(records), "one_round_accuracy": mean(correct),
+        "accepted_fraction": mean(accept),
+        "accepted_accuracy": mean(correct[accept]),
+        "rejected_accuracy": mean(correct[~accept]),
+        "youden_j": (mean(accept[correct]) or 0.0) -
+                    (mean(accept[~correct]) or 0.0),
+        "p_accept_auc": roc_auc(p_accept, correct),
+        "p_accept_mean": mean(p_accept)}
+    record = {"critic_calibration": VALIDATION,
+              "thresholds": {"min_accept": float(threshold)},
+              "figures": figures}
+    path = critic_lib.write_calibration(stack.workdir, identity, record)
+    log(f"scoring critic: ACCEPT at P(ACCEPT) ≥ {threshold:.3f} "
+        f"(validation: {figures['accepted_fraction']:.1%} accepted, "
+        f"AUC {figures['p_accept_auc']}) -> {path}")
+    done = {**record, "identity": identity, "file": str(path)}
+  stack.score_critic_min_accept = float(done["thresholds"]["min_accept"])
+  return done
+
+
+def roc_auc(scores, positive) -> float | None:
+  """The probability that a positive outscores a negative (ties half):
+  the Mann-Whitney U over the product of the class sizes."""
+  positive = np.asarray(positive, bool)
+  if positive.all() or not positive.any():
+    return None
+  u = scipy.stats.mannwhitneyu(np.asarray(scores)[positive],
+                               np.asarray(scores)[~positive]).statistic
+  return float(u / (positive.sum() * (~positive).sum()))

@@ -31,6 +31,7 @@ _INT_AT_LEAST = {
     "agents.max_turns": 1, "agents.memory_train_questions": 0,
     "agents.max_output_tokens": 1, "agents.thinking_budget": -1,
     "agents.attempts": 1, "agents.max_concurrency": 1,
+    "agents.score_critic_questions": 0,
     "openbook.facts_per_choice": 0, "answer.graph_hidden": 1,
     "answer.graph_layers": 1,
 }

@@ -153,8 +153,10 @@ def test_options_that_do_not_apply_are_refused(tmp_path):
 def test_agents_in_score_mode_pick_the_scorers_choice(head_run, tiny_model,
                                                       tmp_path):
   """--backend=jax with agents.answer_mode=score: every answer is the
-  likeliest choice per character after the facts shown, every verdict the
-  likelier of " ACCEPT" / " UNSURE", and the LLM gave all the answers."""
+  likeliest choice per character after the facts shown, every verdict
+  P(" ACCEPT") against the threshold fitted on the validation slice's
+  one-round pass, and the LLM gave all the answers."""
+  from racer_jax.agents.critic import LocalCritic
   from racer_jax.eval import evaluate_run
   from racer_jax.lm import causal_lm, cloze, jax_scorer
   from racer_jax.lm.choice_scoring import ScoreRequest, choice_values
@@ -166,6 +168,19 @@ def test_agents_in_score_mode_pick_the_scorers_choice(head_run, tiny_model,
       "backend": "jax", "model": tiny_model, "seeds": 1,
       "llm_setting": ["answer_mode=score"]}, progress=False)
   assert figures["llm_answered_fraction"] == 1.0
+  # the critic's threshold: Youden's J on the validation pass's P(ACCEPT)
+  threshold = figures["score_critic_min_accept"]
+  fitted = figures["score_critic_calibration"]
+  (cal,) = [p for p in (run / "calibration").glob("*/validation.score.jsonl")]
+  cal = [json.loads(x) for x in cal.read_text().splitlines()]
+  cal = [r for r in cal if "rounds" in r]
+  assert fitted["questions"] == len(cal) > 0
+  p_accept = np.array([r["rounds"][0]["critic_confidence"] for r in cal])
+  correct = np.array([r["correct"] for r in cal], bool)
+  assert all(r["rounds"][0]["verdict"] == "ACCEPT" for r in cal)
+  assert threshold == LocalCritic.calibrate(
+      p_accept, np.zeros_like(p_accept), correct).min_confidence
+  assert fitted["accepted_fraction"] == np.mean(p_accept >= threshold)
   folder = next((run / "eval").glob("dev.jax-*.score_acc_norm"))
   records = [json.loads(x) for x in
              (folder / "full.seed0.jsonl").read_text().splitlines()]
@@ -181,7 +196,8 @@ def test_agents_in_score_mode_pick_the_scorers_choice(head_run, tiny_model,
                                                              "acc_norm")))
       np.testing.assert_allclose(json.loads(round_["raw"])["logprob"],
                                  [s.logprob for s in row], atol=1e-4)
-      accept = float(round_["critic_reason"].split("= ")[1])
-      assert round_["verdict"] == ("ACCEPT" if accept >= 0.5 else "UNSURE")
+      accept = round_["critic_confidence"]
+      assert round_["verdict"] == ("ACCEPT" if accept >= threshold
+                                   else "UNSURE")
       verdicts.add(round_["verdict"])
   assert verdicts <= {"ACCEPT", "UNSURE"}

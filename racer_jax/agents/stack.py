@@ -8,16 +8,15 @@ each answer model was trained with, and the shared memory the loop starts
 from — the walker run's, or the answer run's memory pass over the training
 split (``agents_memory/``, :mod:`racer_jax.eval.memory_pass`). Evaluation,
 critic calibration, the memory pass and :class:`~racer_jax.agents.pipeline.
-Pipeline` all build their loops here, so each shows the answerer the same
-input.
+Pipeline` all build their loops here, so each shows the answerer the same input.
 
-Splits: the evaluated one (or an ``eval_file``), ``validation()`` — the
-held-out slice of the training split the critic is calibrated on — and
-``training_questions()`` — the rest of the training split.
+Splits: the evaluated one (or an ``eval_file``), ``validation()`` (the
+critic's held-out slice of the training split) and ``training_questions()``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Callable, Sequence
@@ -58,8 +57,9 @@ def eval_config(rconfig, data_dir, eval_file):
   eval_file = Path(eval_file).resolve()
   if not eval_file.is_file():
     raise FileNotFoundError(f"--eval_file {eval_file} not found")
-  # a config field name: any file name a user can have must make one
-  key = "file_" + re.sub(r"[^A-Za-z0-9_]", "_", eval_file.stem)
+  # a field name and an eval folder of its own (q.v1, q_v1, ../q.v1 differ)
+  key = (f"file_{re.sub(r'[^A-Za-z0-9_]', '_', eval_file.stem)}_"
+         f"{hashlib.sha256(str(eval_file).encode()).hexdigest()[:8]}")
   rconfig = rconfig.copy_and_resolve_references()
   with rconfig.unlocked():
     files = dict(rconfig.data.get("files", {}))
@@ -95,13 +95,14 @@ def load_train_memory(workdir, num_edges: int):
 
 
 def subset(data: SplitData, rows, config) -> SplitData:
-  """The questions ``rows`` of a loaded split (batches report their
-  dataset indices), e.g. its validation slice."""
-  rows = np.asarray(rows, np.int64)
-  full = data.dataset
+  """The questions ``rows`` (split indices, as batches report them) of a
+  loaded split or of a subset of one, e.g. its validation slice."""
+  rows, full = np.asarray(rows, np.int64), data.dataset
+  at = {int(i): k for k, i in enumerate(full.ids)}  # row -> query position
   return SplitData(data.examples, data.subgraphs, BucketedDataset(
       [data.subgraphs[i] for i in rows],
-      [data.examples[i].answer_index for i in rows], full.query[rows],
+      [data.examples[i].answer_index for i in rows],
+      full.query[[at[int(i)] for i in rows]],
       buckets=[tuple(b) for b in config.batch.buckets],
       num_choices=config.batch.num_choices,
       max_degree=config.subgraph.max_degree, ids=rows))
@@ -120,12 +121,10 @@ class AgentStack:
   """
 
   def __init__(self, config, data_dir, workdir, *, agents=None,
-               dry_run: bool = False,
-               ensemble: Sequence[str] = (), api_key=None,
-               split: str | None = None, eval_file: str | None = None,
+               dry_run: bool = False, ensemble: Sequence[str] = (),
+               api_key=None, split: str | None = None, eval_file=None,
                progress: bool = True, log: Callable[[str], None] = print):
-    self.config, self.data_dir = config, data_dir
-    self.workdir = Path(workdir)
+    self.config, self.data_dir, self.workdir = config, data_dir, Path(workdir)
     self.agents = agents or config.agents
     self.progress, self.log = progress, log
     self.refiner_dir, self.paths_shown = retrieval_of(config, self.agents,
@@ -173,15 +172,15 @@ class AgentStack:
     if config.answer.get("choice_triples", 0) > 0:
       self.triples = choice_triples.ChoiceTriples(
           self.ws.kg, self.ws.concept_emb, self.encoder)
-    self._inputs = {}
-    self._subsets = {}
+    self._inputs, self._subsets = {}, {}
     self._scorer = None
+    self.score_critic_min_accept = 0.5  # eval.calibration.fit_score_critic
 
   @property
   def members(self) -> list[str]:
     """The answer runs of the AnswerAgent, resolved."""
-    return [str(Path(w).resolve()) for w in
-            getattr(self.local, "workdirs", [self.workdir])]
+    return [str(Path(w).resolve())
+            for w in getattr(self.local, "workdirs", [self.workdir])]
 
   @property
   def member_configs(self) -> list:
@@ -358,11 +357,13 @@ class AgentStack:
 
   def collaboration(self, data: SplitData, critic, max_turns: int, *,
                     graph=None, local_only: bool = False,
-                    learn_from_labels: bool = False) -> Collaboration:
+                    learn_from_labels: bool = False,
+                    record_score_critic: bool = False) -> Collaboration:
     """The loop over the questions of ``data`` with ``critic`` (an LLM
     critic in front of it with an LLM backend and more than one round;
     ``local_only``: the local models alone, as calibration and the memory
-    pass run)."""
+    pass run; ``record_score_critic``: score mode's critic judges a
+    one-round pass too, accepting all, to record its P(ACCEPT))."""
     views, own = self.inputs(data)
     answerer = self.local
     render = identity = None
@@ -376,8 +377,11 @@ class AgentStack:
         answerer = ScoringAnswerer(scorer, self.usage,
                                    self.agents.get("score_metric",
                                                    "acc_norm"), show)
-        if max_turns > 1:
-          critic = ScoringCritic(scorer, self.usage, show)
+        if record_score_critic:
+          critic = ScoringCritic(scorer, self.usage, show, min_accept=0.0)
+        elif max_turns > 1:
+          critic = ScoringCritic(scorer, self.usage, show,
+                                 self.score_critic_min_accept)
       else:
         answerer = LLMAnswerer(self.backend, self.local, self.usage, shots,
                                show_facts=show)

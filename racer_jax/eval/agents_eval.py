@@ -35,6 +35,7 @@ pictures (:mod:`racer_jax.eval.report`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -50,6 +51,7 @@ from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import (calibration, head_only, llm_figures, passes,
                             paths_choice, report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
+from racer_jax.eval import folder_lock
 from racer_jax.eval import qa_metrics as metrics_lib
 
 # name -> what changes.
@@ -74,7 +76,8 @@ HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
             "answer_concept_recall", "exact_match", "f1", "rouge_l",
             "accepted_fraction", "mean_turns", "llm_calls_per_question",
             "tokens_per_question", "thinking_tokens_per_question",
-            "llm_answered_fraction", "latency_p50_s", "latency_p95_s",
+            "llm_answered_fraction", "llm_answered_fraction_answer",
+            "llm_answered_fraction_critic", "latency_p50_s", "latency_p95_s",
             *metrics_lib.EXPLORER_KEYS)
 
 
@@ -133,157 +136,174 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   name += f".first{max_questions}" if max_questions else ""
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
-  if ensemble:
-    resume_checks.require_same(
-        out_dir / "members.json", {"workdirs": local.workdirs,
-                                   "steps": local.step}, resume, "ensemble")
-  # the refiner's k' as chosen on the validation slice (chosen now if the
-  # run names candidates and has not chosen yet)
-  paths_choice.choose(stack, progress=progress, log=log)
-  if legacy_critic_calibration:
-    calibrated = None
-  else:
-    calibrated = calibration.fit_critic(stack, progress=progress, log=log)
-    _check_not_scored(stack, data, key)
-  if (stack.backend is not None and stack.few_shot() is not None and
-      key == config.train.split):
-    raise ValueError(f"split {key!r} is the training split the few-shot "
-                     "examples come from: evaluate another split, or set "
-                     "--config.agents.few_shot=0")
-  if max_questions:
-    data = subset(data, data.dataset.ids[:max_questions], stack.rconfig)
-  if not dry_run:
-    # the last run's report and figures go: a run stopped half-way must not
-    # leave them beside its own records
-    for stale in ("report.md", "metrics.json"):
-      (out_dir / stale).unlink(missing_ok=True)
-    resume_checks.require_same(out_dir / "llm.json", stack.llm_identity or
-                               {"backend": "local"}, resume, "LLM")
-    resume_checks.require_same(out_dir / "work.json", resume_checks.work_of(
-        stack, data, agents), resume, "work")
-  else:
-    figures = dry_run_lib.dry_run(stack, data, out_dir, seeds=seeds,
-                                  max_turns=agents.max_turns,
-                                  progress=progress, log=log)
-    (out_dir / "dry_run.json").write_text(json.dumps(figures, indent=1))
+  with folder_lock.held(out_dir):
+    if ensemble:
+      resume_checks.require_same(
+          out_dir / "members.json", {"workdirs": local.workdirs,
+                                     "steps": local.step}, resume, "ensemble")
+    # the refiner's k' as chosen on the validation slice (chosen now if the
+    # run names candidates and has not chosen yet)
+    paths_choice.choose(stack, progress=progress, log=log)
+    if legacy_critic_calibration:
+      calibrated = None
+    else:
+      calibrated = calibration.fit_critic(stack, progress=progress, log=log)
+      _check_not_scored(stack, data, key)
+    score_critic = None   # score mode: P(ACCEPT)'s threshold, fitted likewise
+    if (stack.backend is not None and agents.max_turns > 1 and not dry_run
+        and agents.get("answer_mode", "generate") == "score"
+        and calibrated is not None):
+      score_critic = calibration.fit_score_critic(stack, progress=progress,
+                                                  log=log)
+    if (stack.backend is not None and stack.few_shot() is not None and
+        key == config.train.split):
+      raise ValueError(f"split {key!r} is the training split the few-shot "
+                       "examples come from: evaluate another split, or set "
+                       "--config.agents.few_shot=0")
+    if max_questions:
+      data = subset(data, data.dataset.ids[:max_questions], stack.rconfig)
+    if not dry_run:
+      # the last run's report and figures go: a run stopped half-way must not
+      # leave them beside its own records
+      for stale in ("report.md", "metrics.json"):
+        (out_dir / stale).unlink(missing_ok=True)
+      resume_checks.require_same(out_dir / "llm.json", stack.llm_identity or
+                                 {"backend": "local"}, resume, "LLM")
+      resume_checks.require_same(out_dir / "work.json", resume_checks.work_of(
+          stack, data, agents), resume, "work")
+    else:
+      figures = dry_run_lib.dry_run(stack, data, out_dir, seeds=seeds,
+                                    max_turns=agents.max_turns,
+                                    progress=progress, log=log)
+      (out_dir / "dry_run.json").write_text(json.dumps(figures, indent=1))
+      return figures
+
+    def concepts_of(result):
+      sg = data.subgraphs[result.index]
+      result.choice_concepts = [
+          [ws.kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
+          for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
+
+    def run(graph, critic, max_turns, pass_name, seed_index):
+      result = passes.run_pass(
+          stack.collaboration(data, critic, max_turns, graph=graph,
+                              learn_from_labels=learn_labels), data,
+          batch_size=config.eval.batch_size,
+          seed=config.seed + 1000 * seed_index,
+          path=out_dir / f"{pass_name}.seed{seed_index}.jsonl", resume=resume,
+          annotate=concepts_of, progress=progress,
+          desc=f"{pass_name} seed {seed_index}")
+      resumed_total[0] += result.resumed_batches
+      torn_total[0] += result.torn_lines
+      return result.records
+
+    resumed_total, torn_total = [0], [0]
+    graph = stack.graph
+    refiner_dir, keep = stack.refiner_dir, stack.keep
+    variants = {}  # ablation -> a GraphAgent (built lazily, reused per seed)
+
+    def variant(name):
+      if name in variants:
+        return variants[name]
+      kw = dict(paths_per_choice=keep, log=log)
+      if name == "no_refiner":
+        g = GraphAgent(refiner_dir, ws, rank_by="logprob", **kw)
+      elif name == "no_memory":
+        g = GraphAgent(refiner_dir, ws, use_memory=False, **kw)
+      elif name == "no_pruning" and name in ablation_workdirs:
+        g = GraphAgent(ablation_workdirs[name], ws, **kw)
+      elif name == "no_pruning":  # the same walker with pruning switched off
+        g = GraphAgent(refiner_dir, ws, rollout_overrides={"prune": False},
+                       **kw)
+      elif name == "single_path":
+        g = GraphAgent(refiner_dir, ws, refiner_overrides={
+            "paths_per_choice": 1, "sample_hops": 0}, **kw)
+      elif name == "no_teacher":
+        g = GraphAgent(ablation_workdirs[name], ws, **kw)
+      elif name == "hygrl":
+        g = HyGRLGraphAgent(ablation_workdirs[name], ws, stack.rconfig, keep,
+                            log=log)
+      else:
+        raise ValueError(name)
+      # the same starting memory as the full system (its own walker's when
+      # the ablation trained one)
+      if name not in ablation_workdirs:
+        g = stack.prepare_graph(g)
+      variants[name] = g
+      return g
+
+    per_seed = {"full": [], "no_critic": []}
+    skipped = {}
+    thresholds = []
+    for s in range(seeds):
+      one_round = run(graph, LocalCritic(0.0, 0.0), 1, "no_critic", s)
+      if calibrated is None:  # legacy: fitted on this split, two-fold
+        critic, fitted = calibration.legacy_twofold(one_round)
+      else:
+        critic, fitted = critic_of(calibrated), calibrated["thresholds"]
+      thresholds.append(fitted)
+      per_seed["no_critic"].append(one_round)
+      per_seed["full"].append(run(graph, critic, agents.max_turns, "full", s))
+      for a in ablations:
+        if a == "no_critic" or (ablation_seeds is not None and
+                                s >= ablation_seeds):
+          continue
+        if a in NEEDS and a not in ablation_workdirs:
+          skipped[a] = "needs " + NEEDS[a]
+          continue
+        if a == "hygrl" and not isinstance(graph, GraphAgent):
+          skipped[a] = "the full system already uses a non-walker GraphAgent"
+          continue
+        per_seed.setdefault(a, []).append(
+            run(variant(a), critic, agents.max_turns, a, s))
+    figures = summarize(per_seed, seeds,
+                        trained_pruning="no_pruning" in ablation_workdirs)
+    full0 = per_seed["full"][0]
+    figures.update({
+        "name": name, "split": split if not eval_file else None,
+        "eval_file": str(Path(eval_file).resolve()) if eval_file else None,
+        "eval_file_sha256": hashlib.sha256(Path(eval_file).read_bytes(
+            )).hexdigest() if eval_file else None,
+        **llm_figures.llm_figures(
+            stack.llm_identity, stack.usage.to_dict(),
+            figures.get("llm_answered_fraction"), agents,
+            seats={seat: figures.get(f"llm_answered_fraction_{seat}")
+                   for seat in metrics_lib.LLM_SEATS}),
+        "answer_step": local.step,
+        "graph_agent": agents.get("graph", "walker"),
+        "retrieval_workdir": str(refiner_dir),
+        "paths_shown_to_answerer": stack.paths_shown,
+        "paths_per_choice": stack.keep,
+        "refiner_top_k_chosen": stack.keep_chosen,
+        "use_openbook": bool(config.get("use_openbook", False)),
+        "choice_triples": int(config.answer.get("choice_triples", 0)),
+        "similar_questions": int(config.answer.get("similar_questions", 0)),
+        "triples_verified_fraction": verified_fraction(full0),
+        **protocol_figures(per_seed, calibrated, graph, learn_labels),
+        "critic_thresholds": thresholds[0],
+        **({"score_critic_min_accept": score_critic["thresholds"]["min_accept"],
+            "score_critic_calibration": score_critic["figures"]}
+           if score_critic else {}),
+        "llm": stack.usage.to_dict(),
+        "resumed_batches": resumed_total[0], "torn_lines_redone":
+        torn_total[0], "ablations_skipped": skipped,
+        "peak_rss_gb": metrics_lib.peak_rss_gb(),
+        "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
+        "machine": machine.describe(), "wall_s": time.perf_counter() - started,
+    })
+    if ensemble:
+      figures["answer_members"] = stack.members
+      figures["answer_member_views"] = local.member_view
+    evaluated = [data.examples[int(i)] for i in data.dataset.ids]
+    if evaluated and evaluated[0].answer_index is not None:
+      # over the questions evaluated (--max_questions: the first N), not the
+      # whole split
+      figures.update(head_only.head_only_figures(
+          config, baseline_workdir, local, evaluated, full0, log))
+    (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
+    report.write_report(out_dir, figures, config=config, workdir=workdir,
+                        log=log)
     return figures
-
-  def concepts_of(result):
-    sg = data.subgraphs[result.index]
-    result.choice_concepts = [
-        [ws.kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
-        for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
-
-  def run(graph, critic, max_turns, pass_name, seed_index):
-    result = passes.run_pass(
-        stack.collaboration(data, critic, max_turns, graph=graph,
-                            learn_from_labels=learn_labels), data,
-        batch_size=config.eval.batch_size,
-        seed=config.seed + 1000 * seed_index,
-        path=out_dir / f"{pass_name}.seed{seed_index}.jsonl", resume=resume,
-        annotate=concepts_of, progress=progress,
-        desc=f"{pass_name} seed {seed_index}")
-    resumed_total[0] += result.resumed_batches
-    torn_total[0] += result.torn_lines
-    return result.records
-
-  resumed_total, torn_total = [0], [0]
-  graph = stack.graph
-  refiner_dir, keep = stack.refiner_dir, stack.keep
-  variants = {}  # ablation -> a GraphAgent (built lazily, reused per seed)
-
-  def variant(name):
-    if name in variants:
-      return variants[name]
-    kw = dict(paths_per_choice=keep, log=log)
-    if name == "no_refiner":
-      g = GraphAgent(refiner_dir, ws, rank_by="logprob", **kw)
-    elif name == "no_memory":
-      g = GraphAgent(refiner_dir, ws, use_memory=False, **kw)
-    elif name == "no_pruning" and name in ablation_workdirs:
-      g = GraphAgent(ablation_workdirs[name], ws, **kw)
-    elif name == "no_pruning":  # the same walker with pruning switched off
-      g = GraphAgent(refiner_dir, ws, rollout_overrides={"prune": False},
-                     **kw)
-    elif name == "single_path":
-      g = GraphAgent(refiner_dir, ws, refiner_overrides={
-          "paths_per_choice": 1, "sample_hops": 0}, **kw)
-    elif name == "no_teacher":
-      g = GraphAgent(ablation_workdirs[name], ws, **kw)
-    elif name == "hygrl":
-      g = HyGRLGraphAgent(ablation_workdirs[name], ws, stack.rconfig, keep,
-                          log=log)
-    else:
-      raise ValueError(name)
-    # the same starting memory as the full system (its own walker's when
-    # the ablation trained one)
-    if name not in ablation_workdirs:
-      g = stack.prepare_graph(g)
-    variants[name] = g
-    return g
-
-  per_seed = {"full": [], "no_critic": []}
-  skipped = {}
-  thresholds = []
-  for s in range(seeds):
-    one_round = run(graph, LocalCritic(0.0, 0.0), 1, "no_critic", s)
-    if calibrated is None:  # legacy: fitted on this split, two-fold
-      critic, fitted = calibration.legacy_twofold(one_round)
-    else:
-      critic, fitted = critic_of(calibrated), calibrated["thresholds"]
-    thresholds.append(fitted)
-    per_seed["no_critic"].append(one_round)
-    per_seed["full"].append(run(graph, critic, agents.max_turns, "full", s))
-    for a in ablations:
-      if a == "no_critic" or (ablation_seeds is not None and
-                              s >= ablation_seeds):
-        continue
-      if a in NEEDS and a not in ablation_workdirs:
-        skipped[a] = "needs " + NEEDS[a]
-        continue
-      if a == "hygrl" and not isinstance(graph, GraphAgent):
-        skipped[a] = "the full system already uses a non-walker GraphAgent"
-        continue
-      per_seed.setdefault(a, []).append(
-          run(variant(a), critic, agents.max_turns, a, s))
-  figures = summarize(per_seed, seeds,
-                      trained_pruning="no_pruning" in ablation_workdirs)
-  full0 = per_seed["full"][0]
-  figures.update({
-      "name": name, "split": split if not eval_file else None,
-      "eval_file": str(eval_file) if eval_file else None,
-      **llm_figures.llm_figures(stack.llm_identity, stack.usage.to_dict(),
-                                figures.get("llm_answered_fraction"),
-                                agents),
-      "answer_step": local.step,
-      "graph_agent": agents.get("graph", "walker"),
-      "retrieval_workdir": str(refiner_dir),
-      "paths_shown_to_answerer": stack.paths_shown,
-      "paths_per_choice": stack.keep,
-      "refiner_top_k_chosen": stack.keep_chosen,
-      "use_openbook": bool(config.get("use_openbook", False)),
-      "choice_triples": int(config.answer.get("choice_triples", 0)),
-      "similar_questions": int(config.answer.get("similar_questions", 0)),
-      "triples_verified_fraction": verified_fraction(full0),
-      **protocol_figures(per_seed, calibrated, graph, learn_labels),
-      "critic_thresholds": thresholds[0],
-      "llm": stack.usage.to_dict(),
-      "resumed_batches": resumed_total[0], "torn_lines_redone":
-      torn_total[0], "ablations_skipped": skipped,
-      "peak_rss_gb": metrics_lib.peak_rss_gb(),
-      "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
-      "machine": machine.describe(), "wall_s": time.perf_counter() - started,
-  })
-  if ensemble:
-    figures["answer_members"] = stack.members
-    figures["answer_member_views"] = local.member_view
-  if data.examples and data.examples[0].answer_index is not None:
-    figures.update(head_only.head_only_figures(config, baseline_workdir, local,
-                                     data.examples, full0, log))
-  (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
-  report.write_report(out_dir, figures, config=config, workdir=workdir,
-                      log=log)
-  return figures
 
 
 def protocol_figures(per_seed, calibrated, graph, learn_labels) -> dict:

@@ -4,9 +4,11 @@ taken for an LLM's when a stand-in gave the answers.
 
 ``llm_answered_fraction`` is the share of final answers (the full system's
 deciding round, over seeds) the LLM gave; the rest fell back to the local
-model after a failed call. Below ``agents.min_llm_answered`` (default 0.98)
-the report's first line says the accuracy is not an LLM result, and
-``--require_llm`` makes it an error exit once the records are saved.
+model after a failed call. ``llm_answered_fraction_answer`` and
+``_critic`` are the same per seat, over every call it made. When the
+weakest of them is below ``agents.min_llm_answered`` (default 0.98) the
+report's first line says the result is not an LLM's, and ``--require_llm``
+makes it an error exit once the records are saved.
 """
 
 from __future__ import annotations
@@ -30,13 +32,19 @@ def folder_suffix(identity: dict | None, agents) -> str:
   return suffix + ("" if agents.get("show_paths", True) else ".no_paths")
 
 
-def llm_figures(identity: dict | None, usage: dict, answered, agents
-                ) -> dict:
+def llm_figures(identity: dict | None, usage: dict, answered, agents,
+                seats: dict | None = None) -> dict:
   """The LLM part of an evaluation's figures. ``usage``: the run's
   :class:`~racer_jax.agents.llm_usage.UsageReport` as a dict;
-  ``answered``: ``llm_answered_fraction`` (None without an LLM)."""
+  ``answered``: ``llm_answered_fraction`` (None without an LLM);
+  ``seats``: seat -> the share of its calls the LLM answered (None: the
+  seat made none). The result is an LLM's when the weakest share reaches
+  ``agents.min_llm_answered``."""
   identity = identity or {}
   minimum = float(agents.get("min_llm_answered", 0.98))
+  seats = {k: v for k, v in (seats or {}).items() if v is not None}
+  shares = [answered] + list(seats.values()) if answered is not None else []
+  weakest = min(shares) if shares else None
   out = {"backend": identity.get("backend", "local"),
          "model": identity.get("model"),
          "base_url": identity.get("base_url"),
@@ -44,8 +52,10 @@ def llm_figures(identity: dict | None, usage: dict, answered, agents
          "llm_errors": dict(usage.get("llm_errors", {})),
          "min_llm_answered": minimum,
          "llm_answered_fraction": answered,
+         "llm_seat_fractions": seats,
+         "llm_weakest_fraction": weakest,
          "llm_result": None if not identity else bool(
-             answered is not None and answered >= minimum)}
+             weakest is not None and weakest >= minimum)}
   out["llm_headline"] = headline(out)
   return out
 
@@ -60,13 +70,15 @@ def headline(figures: dict) -> str | None:
   errors = ", ".join(f"{k} ×{v}" for k, v in
                      sorted(figures.get("llm_errors", {}).items()))
   failed = f" (failed calls: {errors})" if errors else ""
+  seats = "".join(f", {v:.1%} of the {k} calls" for k, v in
+                  sorted(figures.get("llm_seat_fractions", {}).items()))
   if figures["llm_result"]:
     return (f"LLM result: {who} gave {share:.1%} of the final answers"
-            f"{failed}.")
-  return (f"NOT AN LLM RESULT: {who} gave only {share:.1%} of the final "
-          f"answers (below agents.min_llm_answered="
+            f"{seats}{failed}.")
+  return (f"NOT AN LLM RESULT: {who} gave {share:.1%} of the final "
+          f"answers{seats} (the weakest below agents.min_llm_answered="
           f"{figures['min_llm_answered']}); the rest came from the local "
-          f"model{failed}.")
+          f"models{failed}.")
 
 
 def require_llm(figures: dict) -> None:

@@ -173,6 +173,7 @@ def explorer_metrics(records: list[dict]) -> dict:
   }
 
 
+LLM_SEATS = ("answer", "critic")  # the agents' seats an LLM can take
 EXPLORER_KEYS = ("valid_format_rate", "valid_step_rate", "valid_call_rate",
                  "calls_per_question", "unfinished_at_limit",
                  "evidence_hit_rate", "explorer_accuracy",
@@ -210,6 +211,13 @@ def question_metrics(records: list[dict]) -> dict:
       # the share of final answers an LLM gave (None: no LLM in the seats)
       "llm_answered_fraction": mean_of(r["answered_by"] != "local"
                                        for r in records if r.get("llm")),
+      # per seat: the share of its calls the LLM answered rather than the
+      # local fallback (None: the seat made no LLM call)
+      **{f"llm_answered_fraction_{seat}": mean_of(
+          round_[f"{seat}_backend"] != "local"
+          for r in records for round_ in r["rounds"]
+          if round_.get(f"{seat}_llm") is not None)
+         for seat in LLM_SEATS},
       "latency_p50_s": float(np.percentile(seconds, 50)),
       "latency_p95_s": float(np.percentile(seconds, 95)),
       **explorer_metrics(records),

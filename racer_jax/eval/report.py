@@ -71,6 +71,12 @@ def _protocol_line(figures: dict) -> str:
                  "they are easier than unseen ones)")
   else:
     critic = "fitted two-fold on the evaluated split (legacy protocol)"
+  if figures.get("score_critic_min_accept") is not None:
+    fit = figures.get("score_critic_calibration") or {}
+    critic += (f"; the scoring critic ACCEPTs at P(ACCEPT) ≥ "
+               f"{figures['score_critic_min_accept']:.3f}, fitted on "
+               f"{fit.get('questions')} validation questions (AUC "
+               f"{fit.get('p_accept_auc')})")
   line = (f"Protocol: critic thresholds {critic}; shared memory from "
           f"`{figures.get('memory_source')}`, "
           f"{figures.get('memory_eval_label_updates', 0)} edge counts added "
@@ -126,6 +132,9 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
            f"questions ({figures.get('labeled')} labeled), {s} seed(s): "
            "every number is the mean ± std over seeds, recomputed from the "
            "per-question JSONL files in this folder.", "",
+           *([f"Questions from `{figures['eval_file']}` (sha256 "
+              f"`{figures.get('eval_file_sha256')}`).", ""]
+             if figures.get("eval_file") else []),
            _protocol_line(figures), "",
            "## Headline", "", "| metric | value |", "|---|---|"]
   for key in ("accuracy", "path_hit_rate", "evidence_hit",

@@ -114,7 +114,7 @@ def test_answered_fraction_and_headline():
   assert figures["llm_result"] is False
   assert figures["llm_headline"].startswith("NOT AN LLM RESULT: openai "
                                             "model `m` at http://h/v1 gave "
-                                            "only 75.0%")
+                                            "75.0%")
   assert "empty ×1" in figures["llm_headline"]
   local = llm_figures.llm_figures(None, {}, None, agents)
   assert local["llm_result"] is None and local["llm_headline"] is None

@@ -176,9 +176,9 @@ def test_eval_file_is_evaluated_like_a_split(head_run, tmp_path):
   path.write_text("\n".join(lines) + "\n")
   figures = agents_eval.evaluate(config, None, workdir, eval_file=str(path),
                                  seeds=1, **QUIET)
-  assert figures["name"] == "file_mine" and figures["questions"] == 6
+  assert figures["name"].startswith("file_mine_") and figures["questions"] == 6
   assert figures["eval_file"] == str(path.resolve())
-  out = workdir / "eval" / "file_mine"
+  out = workdir / "eval" / figures["name"]
   rows = (out / "full.seed0.jsonl").read_text().splitlines()
   assert [json.loads(x)["id"] for x in rows] == [
       json.loads(x)["id"] for x in lines]

@@ -92,6 +92,13 @@ def test_dry_run_counts_the_calls_the_real_run_makes(head_run, llama_server,
   # the server's usage counts the chat template's tokens too
   extra = real["llm"]["input_tokens"] - dry["input_tokens"]
   assert 0 <= extra <= 20 * dry["llm_new_calls"]
+  # issue 51: once the real run cached every reply, a dry run still counts
+  # the prompts' tokens, beside the 0 it would send
+  again = agents_eval.evaluate(config, None, workdir, seeds=1, agents=agents,
+                               max_questions=4, dry_run=True, **QUIET)
+  assert again["llm_new_calls"] == 0 and again["input_tokens"] == 0
+  assert again["input_tokens_all_prompts"] == \
+      dry["input_tokens_all_prompts"] == dry["input_tokens"] > 0
 
 
 @pytest.mark.xdist_group("llama")
@@ -172,3 +179,26 @@ def test_explorer_alone_on_a_real_model(head_run, llama_server, tmp_path):
   with pytest.raises(Exception, match="graph=explorer"):
     evaluate_run.evaluate_run(config, None, workdir,
                               {"explorer_only": True}, progress=False)
+
+
+def test_a_critic_that_always_fell_back_is_no_llm_result(head_run, tmp_path):
+  """Every Answer call answered, every Critic call cut: the final answers
+  are all the LLM's, but the critic's seat is the local rule's, so the
+  result is not an LLM result and --require_llm fails (issue 51)."""
+  config, workdir = _copy(head_run, tmp_path, "critic_cut")
+
+  def reply(req):
+    if "verdict" in json.dumps(req.get("response_format", {})):
+      return '{"verdict": '   # cut mid-reply: the critic falls back
+    return json.dumps({"answer": 0, "confidence": 0.9, "rationale": "r"})
+  with StubOpenAI(reply) as stub:
+    agents = _agents(config, stub.url, model="stub-model")
+    figures = agents_eval.evaluate(config, None, workdir, seeds=1,
+                                   agents=agents, max_questions=4, **QUIET)
+  assert figures["llm_answered_fraction"] == 1.0
+  assert figures["llm_answered_fraction_answer"] == 1.0
+  assert figures["llm_answered_fraction_critic"] == 0.0
+  assert figures["llm_result"] is False
+  assert "0.0% of the critic calls" in figures["llm_headline"]
+  with pytest.raises(LLMError, match="NOT AN LLM RESULT"):
+    evaluate_run.check_required(figures, {"require_llm": True})

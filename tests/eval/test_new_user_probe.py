@@ -46,7 +46,7 @@ def test_resume_refuses_a_changed_question_file(run_copy, tmp_path):
   with pytest.raises(ConfigError, match="questions_sha256"):
     _evaluate(run_copy, path, resume=True)
   again = _evaluate(run_copy, path)  # without --resume: starts over
-  rows = [json.loads(x) for x in (run_copy[1] / "eval" / "file_q" /
+  rows = [json.loads(x) for x in (run_copy[1] / "eval" / again["name"] /
                                   "full.seed0.jsonl").read_text().splitlines()]
   assert [r["id"] for r in rows] == [json.loads(x)["id"]
                                      for x in LINES[3:6]]
@@ -56,7 +56,7 @@ def test_resume_refuses_a_changed_question_file(run_copy, tmp_path):
 def test_a_file_name_with_dots(run_copy, tmp_path):
   path = _file(tmp_path, "dev.heldout.v2.jsonl", LINES[:2])
   figures = _evaluate(run_copy, path)
-  assert figures["name"] == "file_dev_heldout_v2"
+  assert figures["name"].startswith("file_dev_heldout_v2_")
   assert figures["questions"] == 2
 
 
@@ -66,7 +66,7 @@ def test_one_labelled_question_gets_a_report(run_copy, tmp_path):
   path = _file(tmp_path, "one.jsonl", [LINES[0], json.dumps(unlabeled)])
   figures = _evaluate(run_copy, path)
   assert figures["labeled"] == 1 and figures["knowledge_gain"] is None
-  assert (run_copy[1] / "eval" / "file_one" / "report.md").is_file()
+  assert (run_copy[1] / "eval" / figures["name"] / "report.md").is_file()
 
 
 def test_no_labelled_question_says_so_instead_of_nan(run_copy, tmp_path):
@@ -78,7 +78,7 @@ def test_no_labelled_question_says_so_instead_of_nan(run_copy, tmp_path):
   figures = _evaluate(run_copy, _file(tmp_path, "none.jsonl", lines))
   text = evaluate_run.figures_text(figures, "agents", run_copy[1])
   assert "nan" not in text and "no question is labelled" in text
-  report = (run_copy[1] / "eval" / "file_none" / "report.md").read_text()
+  report = (run_copy[1] / "eval" / figures["name"] / "report.md").read_text()
   assert "No question is labelled" in report
 
 
@@ -95,8 +95,7 @@ def test_a_stopped_evaluation_leaves_no_stale_report(run_copy, tmp_path,
                                                      monkeypatch):
   from racer_jax.eval import passes
   path = _file(tmp_path, "stop.jsonl", LINES[:2])
-  _evaluate(run_copy, path)
-  out = run_copy[1] / "eval" / "file_stop"
+  out = run_copy[1] / "eval" / _evaluate(run_copy, path)["name"]
   assert (out / "report.md").is_file()
 
   def interrupted(*args, **kwargs):

@@ -87,7 +87,7 @@ def test_evaluated_labels_shape_no_answer(answer_run, retrieval_runs,
     assert figures["protocol_warnings"] == []
   # The thresholds and every answer are the same whatever the labels are.
   assert true["critic_thresholds"] == shuffled["critic_thresholds"]
-  a, b = (workdir / "eval" / f"file_{n}" for n in ("true", "shuffled"))
+  a, b = (workdir / "eval" / runs[n]["name"] for n in ("true", "shuffled"))
   assert predictions(a) == predictions(b)
   assert predictions(a, "no_critic.seed0.jsonl") == predictions(
       b, "no_critic.seed0.jsonl")
@@ -114,7 +114,8 @@ def test_evaluated_labels_shape_no_answer(answer_run, retrieval_runs,
       seeds=1, agents=agents, **QUIET)
   assert online["memory_eval_label_updates"] > 0
   assert online["learn_from_eval_labels"] is True
-  folder = workdir / "eval" / "file_true.online_labels"
+  folder = workdir / "eval" / online["name"]
+  assert online["name"] == true["name"] + ".online_labels"
   counts = pass_memories(folder)["full.seed0.jsonl.state.npz"]
   assert (counts["success"] + counts["failure"]).sum() == (
       trained.success + trained.failure).sum() + sum(

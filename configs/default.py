@@ -21,6 +21,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.files = ml_collections.ConfigDict(
       {"train": "", "dev": "", "test": ""})
   config.data.on_bad_line = "error"  # or "skip" (skipped lines are counted)
+  # a split whose questions, or whose choices, ground no concept of the KG
+  # is refused when prepared (the data and the KG do not match); True: go on
+  config.data.allow_ungrounded = False
 
   # Knowledge graph: "demo" (bundled), "cn100k" (data_dir/conceptnet/cn100k),
   # "assertions" (official ConceptNet 5 dump at kg.path) or "triples" (path).
@@ -228,6 +231,9 @@ def get_config() -> ml_collections.ConfigDict:
   # " UNSURE"): jax, or openai on a server that returns prompt log-probs
   config.agents.answer_mode = "generate"
   config.agents.score_metric = "acc_norm"
+  # the score-mode critic's P(ACCEPT) threshold is fitted (Youden's J) on
+  # this many questions of the validation slice (0: all of it)
+  config.agents.score_critic_questions = 200
   config.agents.base_url = ""           # e.g. http://127.0.0.1:8000/v1
   config.agents.timeout_s = 60.0
   config.agents.attempts = 4            # tries on 408/429/5xx/timeouts

@@ -108,6 +108,20 @@ def _percentiles(x) -> dict:
           "max": int(x.max())}
 
 
+def check_choice_counts(examples, num_choices: int, path) -> None:
+  """Refuses, naming the file, line and field, the first question with more
+  choices than a batch holds (``batch.num_choices``)."""
+  over = [e for e in examples if len(e.choices) > num_choices]
+  if over:
+    where, _, line = str(over[0].meta.get("source", f"{path}:")
+                         ).rpartition(":")
+    raise DataError(where, int(line) if line.isdigit() else None, "choices",
+                    f"question {over[0].id!r} has {len(over[0].choices)} "
+                    f"choices, and batch.num_choices={num_choices} holds at "
+                    f"most {num_choices} ({len(over)} question(s) have more: "
+                    "raise --config.batch.num_choices)")
+
+
 def prepare_split(config, split: str, kg: store.KnowledgeGraph,
                   grounder: grounding.Grounder,
                   extractor: subgraph.SubgraphExtractor, data_dir,
@@ -116,6 +130,7 @@ def prepare_split(config, split: str, kg: store.KnowledgeGraph,
   path = datasets.split_path(config, split, data_dir)
   examples, load_report = qa.load_jsonl(path,
                                         on_bad_line=config.data.on_bad_line)
+  check_choice_counts(examples, config.batch.num_choices, path)
   grounded, subgraphs, hops = [], [], []
   flags = collections.Counter()
   for ex in tqdm.tqdm(examples, desc=f"{split}: ground + extract",
@@ -183,7 +198,7 @@ def prepare(config, data_dir, out_dir, *, progress: bool = True,
   for split in config.data.splits:
     path = datasets.split_path(config, split, data_dir)
     data_cfg = {k: v for k, v in config.data.to_dict().items()
-                if k != "splits"}
+                if k not in ("splits", "allow_ungrounded")}
     fp = _fingerprint(path, kg_report.get("fingerprint"), data_cfg,
                       config.grounding.to_dict(),
                       config.subgraph.to_dict(), config.report.to_dict(),
@@ -198,10 +213,29 @@ def prepare(config, data_dir, out_dir, *, progress: bool = True,
     splits[split] = prepare_split(config, split, kg, grounder, extractor,
                                   data_dir, out_dir, progress)
     _write_json(meta_path, {"fingerprint": fp, "report": splits[split]})
+  for split_report in splits.values():
+    check_grounded(config, split_report, kg_report)
   report = summarize(kg_report, splits)
   report["grounder_index"] = dict(grounder.index_report)
   _write_json(out_dir / "report.json", report)
   return report
+
+
+def check_grounded(config, split_report: dict, kg_report: dict) -> None:
+  """Refuses a split none of whose questions, or none of whose choices,
+  grounds a concept of the KG: nothing could be walked or trained on it
+  (``data.allow_ungrounded=True`` goes on)."""
+  r = split_report
+  if not r["questions"] or config.data.get("allow_ungrounded", False):
+    return
+  if r["question_grounded"] and r["choices_grounded"]:
+    return
+  raise ConfigError(
+      f"{r['file']}: {r['question_grounded']} of its {r['questions']} "
+      f"questions and {r['choices_grounded']} of its {r['choices']} choices "
+      f"ground a concept of the KG {kg_report.get('files')} "
+      f"(kg.source={config.kg.source!r}): the data and the KG do not match "
+      "(--config.data.allow_ungrounded=True goes on)")
 
 
 def summarize(kg_report: dict, splits: dict) -> dict:

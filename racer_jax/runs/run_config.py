@@ -14,7 +14,10 @@ named and the run refused — ``config.json`` must keep saying what trained
 the checkpoints — unless ``--config.train.accept_config_change=True``
 accepts the change, which is then appended to ``config_changes.jsonl``.
 Fields that do not change what the checkpoints mean (:data:`RESUMABLE`:
-more steps, other logging intervals) may change on a resume.
+more steps, other logging intervals) may change on a resume, and are
+recorded there too; more steps are not resumable for a walker whose teacher
+decay or curriculum is laid over ``train.num_steps``
+(:func:`num_steps_schedules`).
 
 ``record_chosen(workdir, field=value)`` records in ``chosen_on_validation``
 what was fitted on the run's validation slice after training (not a
@@ -40,8 +43,9 @@ from pathlib import Path
 
 import ml_collections
 
+from configs import default as default_config
 from racer_jax import machine
-from racer_jax.errors import ConfigError
+from racer_jax.errors import ConfigError, a_or_an
 
 
 RUN_PATHS = ("prep_dir", "refiner.walker_workdir", "answer.knowledge_workdir",
@@ -59,6 +63,14 @@ CHOSEN = "chosen_on_validation"
 
 def load(workdir, what: str = "run") -> ml_collections.ConfigDict:
   config = load_dict(workdir, what)
+  missing = [k for k, v in default_config.get_config().items()
+             if isinstance(v, ml_collections.ConfigDict)
+             and not isinstance(config.get(k), dict)]
+  if missing:
+    raise ConfigError(
+        f"{Path(workdir) / 'config.json'}: the {what}'s config lacks the "
+        f"section(s) {', '.join(missing)} (every config.json this version "
+        "writes has them; was the file edited or cut?)")
   saved = config.pop(ABSOLUTE, None) or {}
   for field in RUN_PATHS:
     _replace(config, field, lambda v, f=field: _absolute(v, workdir,
@@ -134,13 +146,38 @@ def _flat(tree: dict, prefix: str = "") -> dict:
   return out
 
 
-def changed_fields(old: dict, new: dict) -> dict:
+# the sections a stage never reads: a change there is not a change of its
+# work (the main job passes one config to every stage), but for the
+# validation slice every stage leaves out of training
+NOT_READ = {"walker": ("answer", "refiner", "agents", "openbook"),
+            "refiner": ("answer", "agents", "openbook")}
+READ_BY_EVERY_STAGE = ("answer.validation_fraction", "answer.validation_seed")
+
+
+def changed_fields(old: dict, new: dict, stage: str | None = None) -> dict:
   """``{field: [old, new]}`` of the fields that differ, but
-  :data:`RESUMABLE` ones."""
+  :data:`RESUMABLE` ones and those ``stage`` does not read."""
   a, b = _flat(old), _flat(new)
+  unread = NOT_READ.get(stage, ())
   return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b))
           if a.get(k) != b.get(k) and k.split(".")[0] not in (ABSOLUTE, CHOSEN)
-          and k not in RESUMABLE}
+          and k not in RESUMABLE and (k.split(".")[0] not in unread or
+                                      k in READ_BY_EVERY_STAGE)}
+
+
+def num_steps_schedules(config: dict, stage: str) -> list[str]:
+  """What of a ``stage`` run follows ``train.num_steps`` (a RACER walker's
+  teacher decay and curriculum pacing), so that more steps on a resume
+  would change the schedule of the steps already trained."""
+  if stage != "walker" or config.get("method", "racer") != "racer":
+    return []
+  t, out = config.get("train", {}), []
+  if t.get("p_teacher") != t.get("p_teacher_final"):
+    out.append(f"the teacher probability's decay ({t.get('p_teacher')} -> "
+               f"{t.get('p_teacher_final')})")
+  if config.get("curriculum", {}).get("enabled"):
+    out.append("the curriculum's pacing")
+  return out
 
 
 def save(config, workdir, stage: str) -> None:
@@ -166,22 +203,33 @@ def save(config, workdir, stage: str) -> None:
   path = Path(workdir) / "config.json"
   if path.exists():
     old = load_dict(workdir, f"{stage} run")
-    changed = changed_fields(old, new)
+    changed = changed_fields(old, new, stage)
+    a, b = _flat(old), _flat(new)
+    resumable = {k: [a.get(k), b.get(k)] for k in RESUMABLE
+                 if a.get(k) != b.get(k)}
+    schedules = num_steps_schedules(new, stage)
+    why = ""
+    if "train.num_steps" in resumable and schedules:
+      changed["train.num_steps"] = resumable.pop("train.num_steps")
+      why = (f" — train.num_steps sets {' and '.join(schedules)}, and the "
+             f"steps trained so far followed the "
+             f"{changed['train.num_steps'][0]}-step schedule")
     if not changed and old.get(CHOSEN):
       new[CHOSEN] = old[CHOSEN]
     if changed and not config.train.get("accept_config_change", False):
       shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in
                         list(changed.items())[:8])
       raise ConfigError(
-          f"{workdir} holds a {stage} run trained with another config "
-          f"({shown}{' …' if len(changed) > 8 else ''}): resuming would "
-          "continue different work. Use a new --workdir, or add "
+          f"{workdir} holds {a_or_an(stage)} run trained with another config "
+          f"({shown}{' …' if len(changed) > 8 else ''}{why}): resuming "
+          "would continue different work. Use a new --workdir, or add "
           "--config.train.accept_config_change=True to go on with the "
           f"change (recorded in {CHANGES})")
-    if changed:
+    if changed or resumable:
       with open(Path(workdir) / CHANGES, "a", encoding="utf-8") as f:
         f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                            "stage": stage, "changed": changed}) + "\n")
+                            "stage": stage, "changed": changed,
+                            "resumed_with": resumable}) + "\n")
   tmp = path.with_name(path.name + ".tmp")
   tmp.write_text(json.dumps(new, indent=1))
   os.replace(tmp, path)

@@ -88,6 +88,46 @@ def test_an_empty_kg_is_refused_at_once(tmp_path, text):
                     log=lambda _: None)
 
 
+def test_a_kg_that_grounds_no_question_is_refused(tmp_path):
+  """Issue 51: a KG none of whose concepts occurs in the questions prepared
+  "0.0%" without a word, and training then exited 0 having trained
+  nothing."""
+  kg = tmp_path / "kg.tsv"
+  kg.write_text("isa\tzzqx\tqqwv\nusedfor\tqqwv\txxyzzy\n")
+  config = test_config.get_config()
+  config.kg.source, config.kg.path = "triples", str(kg)
+  with pytest.raises(ConfigError, match=(
+      r"train.jsonl: 0 of its 32 questions and 0 of its \d+ choices ground "
+      r"a concept of the KG \[.*kg.tsv'\] \(kg.source='triples'\): the "
+      r"data and the KG do not match \(--config.data.allow_ungrounded=True "
+      r"goes on\)")):
+    prepare.prepare(config, None, tmp_path / "prep", progress=False,
+                    log=lambda _: None)
+  config.data.allow_ungrounded = True
+  report = prepare.prepare(config, None, tmp_path / "prep", progress=False,
+                           log=lambda _: None)
+  assert report["question_grounded_fraction"] == 0.0
+
+
+def test_a_question_with_more_choices_than_a_batch_is_named(tmp_path):
+  """Issue 51: a question with more choices than batch.num_choices failed
+  with no file, line or field to change."""
+  lines = (REPO / "racer_jax/data/demo/dev.jsonl").read_text().splitlines()
+  wide = json.loads(lines[2])
+  wide["question"]["choices"] += [{"label": "F", "text": "garage"}]
+  path = tmp_path / "wide.jsonl"
+  path.write_text("\n".join(lines[:2] + [json.dumps(wide)]) + "\n")
+  config = test_config.get_config()
+  config.data.dataset, config.data.splits = "jsonl", ("dev",)
+  config.data.files = {"dev": str(path)}
+  with pytest.raises(DataError, match=(
+      rf"wide.jsonl:3: field 'choices' question '{wide['id']}' has 6 choices,"
+      r" and batch.num_choices=5 holds at most 5 \(1 question\(s\) have "
+      r"more: raise --config.batch.num_choices\)")):
+    prepare.prepare(config, None, tmp_path / "prep", progress=False,
+                    log=lambda _: None)
+
+
 def test_config_errors(tmp_path, monkeypatch):
   monkeypatch.delenv("RACER_DATA_DIR", raising=False)
   config = test_config.get_config()

@@ -11,9 +11,11 @@ from racer_jax.runs import run_config
 
 
 def test_a_saved_config_loads(tmp_path):
-  (tmp_path / "config.json").write_text('{"seed": 3, "train": {"stage": '
-                                        '"answer"}}')
-  assert run_config.load(tmp_path, "answer run").train.stage == "answer"
+  config = json.loads(test_config.get_config().to_json())
+  config["seed"], config["train"]["stage"] = 3, "answer"
+  (tmp_path / "config.json").write_text(json.dumps(config))
+  loaded = run_config.load(tmp_path, "answer run")
+  assert (loaded.seed, loaded.train.stage) == (3, "answer")
 
 
 def test_a_broken_config_names_its_file_line_and_column(tmp_path):
@@ -40,6 +42,7 @@ def test_a_resume_with_another_config_is_refused_naming_the_fields(tmp_path):
   """Issue 39: a resume with --config.train.learning_rate=0.01 rewrote
   config.json silently; it no longer said what trained the checkpoints."""
   config = test_config.get_config()
+  config.train.p_teacher_final = config.train.p_teacher  # no schedule
   run_config.save(config, tmp_path, "walker")
   config.train.num_steps += 100  # more steps: the same work, continued
   run_config.save(config, tmp_path, "walker")
@@ -52,10 +55,45 @@ def test_a_resume_with_another_config_is_refused_naming_the_fields(tmp_path):
   changed.train.accept_config_change = True
   run_config.save(changed, tmp_path, "walker")
   assert run_config.load(tmp_path).train.learning_rate == 0.01
-  [record] = [json.loads(x) for x in (tmp_path / run_config.CHANGES
-                                      ).read_text().splitlines()]
+  more, record = [json.loads(x) for x in (tmp_path / run_config.CHANGES
+                                          ).read_text().splitlines()]
+  assert more["changed"] == {} and more["resumed_with"] == {
+      "train.num_steps": [config.train.num_steps - 100,
+                          config.train.num_steps]}
   assert record["changed"] == {"train.learning_rate": [
       config.train.learning_rate, 0.01]}
+
+
+def test_more_steps_are_refused_where_the_schedule_follows_them(tmp_path):
+  """Issue 51: a resume with a larger train.num_steps was taken silently,
+  but the teacher probability decays over num_steps: p_teacher jumped from
+  0.144 at step 50 to 0.282 at step 60 and nothing recorded it."""
+  config = test_config.get_config()
+  config.train.p_teacher, config.train.p_teacher_final = 0.5, 0.1
+  run_config.save(config, tmp_path, "walker")
+  more = config.copy_and_resolve_references()
+  more.train.num_steps += 50
+  with pytest.raises(ConfigError, match=(
+      r"train.num_steps: \d+ -> \d+ — train.num_steps sets the teacher "
+      r"probability's decay \(0.5 -> 0.1\), and the steps trained so far "
+      rf"followed the {config.train.num_steps}-step schedule")):
+    run_config.save(more, tmp_path, "walker")
+  assert not (tmp_path / run_config.CHANGES).exists()
+  # the curriculum's pacing follows them too
+  flat = config.copy_and_resolve_references()
+  flat.train.p_teacher_final = 0.5
+  flat.curriculum.enabled = True
+  assert run_config.num_steps_schedules(json.loads(flat.to_json()),
+                                        "walker") == ["the curriculum's pacing"]
+  assert run_config.num_steps_schedules(json.loads(flat.to_json()),
+                                        "refiner") == []
+  # accepted on purpose, it is recorded as a change
+  more.train.accept_config_change = True
+  run_config.save(more, tmp_path, "walker")
+  [record] = [json.loads(x) for x in (tmp_path / run_config.CHANGES
+                                      ).read_text().splitlines()]
+  assert record["changed"] == {"train.num_steps": [config.train.num_steps,
+                                                   more.train.num_steps]}
 
 
 def _main_job_layout(root):
@@ -121,6 +159,7 @@ def test_each_start_and_resume_records_the_machine_and_xla_flags(
   and resume says which were in force; a refused resume records nothing."""
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=512")
   config = test_config.get_config()
+  config.train.p_teacher_final = config.train.p_teacher  # no schedule
   run_config.save(config, tmp_path, "walker")
   config.train.num_steps += 100
   run_config.save(config, tmp_path, "walker")
@@ -134,3 +173,42 @@ def test_each_start_and_resume_records_the_machine_and_xla_flags(
     assert e["stage"] == "walker"
     assert e["xla_flags"] == "--xla_cpu_prefer_vector_width=512"
     assert e["jax_version"] and e["device"] and e["cpu_count"] >= 1
+
+
+@pytest.mark.parametrize("section", ["answer", "agents", "kg"])
+def test_a_config_json_missing_a_section_is_named(tmp_path, section):
+  """Issue 51: a config.json without `answer` ended in AttributeError;
+  without `agents` or `kg` the run went on silently on defaults."""
+  config = json.loads(test_config.get_config().to_json())
+  del config[section]
+  (tmp_path / "config.json").write_text(json.dumps(config))
+  with pytest.raises(ConfigError, match=(
+      rf"config.json: the answer run's config lacks the section\(s\) "
+      rf"{section} \(")):
+    run_config.load(tmp_path, "answer run")
+
+
+def test_a_stage_resumes_past_changes_to_fields_it_does_not_read(tmp_path):
+  """Issue 51: main.py with only an answer.* change was refused at the
+  walker stage ("trained with another config"): the walker and refiner
+  never read the answer section, but its validation slice they leave out."""
+  config = test_config.get_config()
+  for stage in ("walker", "refiner", "answer"):
+    (tmp_path / stage).mkdir()
+    run_config.save(config, tmp_path / stage, stage)
+  answer = config.copy_and_resolve_references()
+  answer.answer.epochs += 1
+  answer.agents.max_turns += 1
+  for stage in ("walker", "refiner"):
+    run_config.save(answer, tmp_path / stage, stage)
+  with pytest.raises(ConfigError, match="answer.epochs"):
+    run_config.save(answer, tmp_path / "answer", "answer")
+  walker = config.copy_and_resolve_references()
+  walker.walker.hidden += 8
+  with pytest.raises(ConfigError, match="walker.hidden"):
+    run_config.save(walker, tmp_path / "walker", "walker")
+  held_out = config.copy_and_resolve_references()
+  held_out.answer.validation_fraction = 0.3
+  for stage in ("walker", "refiner"):
+    with pytest.raises(ConfigError, match="answer.validation_fraction"):
+      run_config.save(held_out, tmp_path / stage, stage)

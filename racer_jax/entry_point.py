@@ -1,10 +1,12 @@
 """What every ``launch/`` script does around its ``main``.
 
-``run(main)`` is ``absl.app.run`` plus three things a user should not have
+``run(main)`` is ``absl.app.run`` plus four things a user should not have
 to think about:
 
 * XLA's CPU defaults (:func:`racer_jax.xla_cpu.apply_defaults`) are applied
   before jax starts, here and not on ``import racer_jax``;
+* ``--progress=false`` also silences the bars that are not passed it (the
+  LLM clients', :func:`racer_jax.errors.bars_off`);
 * a stray positional argument, or a flag or config override that cannot be
   parsed (a misspelled ``--config.walker.top_kk``), is refused in one line;
 * the user's own mistakes (:class:`~racer_jax.errors.RacerError`, a missing
@@ -117,6 +119,9 @@ def run(main: Callable[..., object], commands: tuple[str, ...] = ()) -> None:
 
   def wrapped(argv):
     xla_cpu.apply_defaults()
+    if "progress" in flags.FLAGS and not flags.FLAGS.progress:
+      # the bars that have no progress argument (the LLM clients') read it
+      os.environ["TQDM_DISABLE"] = "1"
     try:
       return main(*argv[1:])
     except USER_ERRORS as e:

@@ -51,3 +51,16 @@ class LLMError(RacerError, RuntimeError):
   """An LLM backend that cannot work at all (a rejected key, an unknown
   model, an endpoint that is not there), or a run whose answers did not come
   from the LLM when they were required to (``--require_llm``)."""
+
+
+def a_or_an(word: str) -> str:
+  """``word`` with its indefinite article, for messages: "an agents
+  evaluation", "a walker run"."""
+  return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def bars_off() -> bool:
+  """Progress bars are off for the process: ``--progress=false`` sets
+  ``TQDM_DISABLE`` (:func:`racer_jax.entry_point.run`), for the bars
+  that are passed no ``progress`` (the LLM clients', the explorer's)."""
+  return os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")

@@ -30,6 +30,7 @@ from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.templates import Triple
 from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError, parse_step
 from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.errors import bars_off
 
 SYSTEM = """You answer questions by exploring a commonsense knowledge graph.
 Every reply is one step: <think>your reasoning</think> followed by exactly
@@ -180,7 +181,8 @@ class Explorer:
     """``questions``: ``(question, choices, gold or None)`` triples."""
     transcripts = [Transcript(q, list(c), g) for q, c, g in questions]
     with tqdm.tqdm(total=self.max_interactions, desc="explorer steps",
-                   unit="step", disable=len(transcripts) < 2) as bar:
+                   unit="step",
+                   disable=len(transcripts) < 2 or bars_off()) as bar:
       while any(not t.done for t in transcripts):
         bar.set_postfix(questions_active=sum(not t.done
                                              for t in transcripts))

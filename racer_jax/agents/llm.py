@@ -36,7 +36,7 @@ import tenacity
 import tqdm
 
 from racer_jax.agents.llm_cache import ResponseCache, cache_key
-from racer_jax.errors import LLMError
+from racer_jax.errors import LLMError, bars_off
 
 RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
 # Error categories of a failed reply. Transient ones were retried first.
@@ -331,7 +331,8 @@ class TextBackend:
       with concurrent.futures.ThreadPoolExecutor(
           min(self._max_concurrency, len(todo))) as pool, tqdm.tqdm(
               total=len(todo), desc=f"{'/'.join(agents)} calls",
-              unit="call", leave=False, disable=len(todo) < 2) as bar:
+              unit="call", leave=False,
+              disable=len(todo) < 2 or bars_off()) as bar:
         done = pool.map(lambda i: self._finish(requests[i], keys[i]), todo)
         for i, reply in zip(todo, done):
           replies[i] = reply

@@ -38,7 +38,7 @@ SETTING_FIELDS = {"temperature": float, "max_output_tokens": int,
                   "timeout_s": float, "attempts": int,
                   "max_concurrency": int, "min_llm_answered": float,
                   "show_paths": bool, "answer_mode": str,
-                  "score_metric": str,
+                  "score_metric": str, "score_critic_questions": int,
                   # GraphDancer's explorer in the GraphAgent's seat (an LLM
                   # role, chosen when evaluating like the others)
                   "graph": str, "max_interactions": int}
@@ -77,6 +77,11 @@ def evaluation_agents(saved, *, backend: str | None = None,
     except ValueError:
       raise ConfigError(f"--llm_setting={item!r}: {name} takes a "
                         f"{kind.__name__}") from None
+  if agents.backend == "local" and (model or base_url):
+    given = "--model" if model else "--base_url"
+    raise ConfigError(f"{given} names an LLM, but this evaluation's backend "
+                      "is local (the trained models): add --backend=gemini, "
+                      "--backend=openai or --backend=jax")
   if agents.backend == "gemini" and not agents.model:
     agents.model = DEFAULT_GEMINI_MODEL
   check_config(ml_collections.ConfigDict({"agents": agents.to_dict()}))

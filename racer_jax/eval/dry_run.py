@@ -86,6 +86,7 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
     for (request, tokens, cached), (name, s) in zip(backend.recorded, marks):
       mine = per_agent[request.agent or "other"]
       mine["calls"] += 1
+      mine["all_input_tokens"] += tokens   # every prompt, cached or not
       if cached:
         mine["cache_hits"] += 1
       else:
@@ -112,6 +113,8 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
       "llm_new_calls": new_calls,
       "llm_cache_hits": sum(c["cache_hits"] for c in per_agent.values()),
       "input_tokens": sum(c["input_tokens"] for c in per_agent.values()),
+      "input_tokens_all_prompts": sum(c["all_input_tokens"]
+                                      for c in per_agent.values()),
       "output_tokens_upper_bound": new_calls * max_out if max_out else None,
       "output_cap": max_out or None,
       "later_rounds_calls_upper_bound": later,
@@ -128,7 +131,9 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
       "prompts_file": str(path), "generate_calls_made": 0}
   log(f"dry run: {figures['llm_calls']} calls ({new_calls} new, "
       f"{figures['llm_cache_hits']} cached or repeated), "
-      f"{figures['input_tokens']} input tokens ({backend.token_count}), "
+      f"{figures['input_tokens']} input tokens to send "
+      f"({figures['input_tokens_all_prompts']} in all the prompts; "
+      f"{backend.token_count}), "
       f"output ≤ {figures['output_tokens_upper_bound']} tokens; re-exploration "
       f"rounds add at most {later} calls; prompts in {path}")
   return figures

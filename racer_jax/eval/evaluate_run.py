@@ -16,7 +16,7 @@ import dataclasses
 from pathlib import Path
 
 from racer_jax.agents import llm_backends
-from racer_jax.errors import ConfigError
+from racer_jax.errors import ConfigError, a_or_an
 from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, explorer_eval,
@@ -191,7 +191,7 @@ def refuse_inapplicable(kind: str, given) -> None:
     option = _BY_NAME.get(name)
     if option is not None and kind not in option.kinds:
       raise ConfigError(
-          f"--{name} does not apply to a {kind} evaluation (it applies to "
+          f"--{name} does not apply to {a_or_an(kind)} evaluation (it applies to "
           f"{', '.join(option.kinds)} runs)")
 
 

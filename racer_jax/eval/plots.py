@@ -86,13 +86,39 @@ def ablation_bars(figures: dict, out: Path) -> Path | None:
   return out
 
 
+# a chain's colour: evidence for the chosen choice (green when right, red
+# when wrong), for another choice, or a walk that never reached its choice
+RIGHT, WRONG, OTHER, UNREACHED = "#2ca02c", "#d62728", "#7f7f7f", "#bbbbbb"
+
+
+def chain_style(choice: int, pred: int, gold, reached: bool
+                ) -> tuple[str, str, float]:
+  """``(colour, line style, width)`` of one drawn walk: only a walk that
+  reached its choice is drawn as evidence (solid, in the choice's colour);
+  one that ended elsewhere is dotted light grey."""
+  if not reached:
+    return UNREACHED, ":", 0.8
+  if choice != pred:
+    return OTHER, "-", 0.8
+  return (RIGHT if pred == gold else WRONG), "-", 1.5
+
+
 def reasoning_paths(record: dict, out: Path, max_paths: int = 3
                     ) -> Path:
   """Draws one answered question (a record of the per-question JSONL, or
-  ``QuestionResult.to_dict()``): question concepts on the left, the
-  choices' concepts on the right, each shown path of the deciding round as
-  a chain of labeled edges; the chosen choice in green (red if it is wrong),
-  the gold one outlined."""
+  ``QuestionResult.to_dict()``) into ``out``: see
+  :func:`reasoning_paths_figure`."""
+  fig = reasoning_paths_figure(record, max_paths)
+  fig.savefig(out, dpi=110)
+  plt.close(fig)
+  return Path(out)
+
+
+def reasoning_paths_figure(record: dict, max_paths: int = 3):
+  """Question concepts on the left, the choices' concepts on the right,
+  each shown path of the deciding round as a chain of labeled edges
+  (:func:`chain_style`); the chosen choice in green (red if it is wrong),
+  the gold one in bold."""
   rnd = record["rounds"][record["deciding_turn"]]
   pred, gold = record["prediction"], record.get("gold")
   chains = []  # (choice, [(head, relation, tail), ...], reached)
@@ -106,14 +132,10 @@ def reasoning_paths(record: dict, out: Path, max_paths: int = 3
   ax.axis("off")
   y = 0
   for c, triples, reached in chains:
-    color = ("#2ca02c" if c == pred and pred == gold else
-             "#d62728" if c == pred else "#7f7f7f")
-    xs = [0]
+    color, style, width = chain_style(c, pred, gold, reached)
+    xs = list(range(len(triples) + 1))
     nodes = [triples[0][0]] + [t[2] for t in triples]
-    for i in range(len(triples)):
-      xs.append(i + 1)
-    ax.plot(xs, [y] * len(xs), color=color, lw=1.5 if c == pred else 0.8,
-            zorder=1)
+    ax.plot(xs, [y] * len(xs), color=color, ls=style, lw=width, zorder=1)
     for i, (x, name) in enumerate(zip(xs, nodes)):
       ax.text(x, y, name.replace("_", " "), ha="center", va="center",
               fontsize=8, zorder=2,
@@ -131,14 +153,12 @@ def reasoning_paths(record: dict, out: Path, max_paths: int = 3
     mark = (" ✓ chosen" if c == pred else "") + (" (gold)" if c == gold
                                                   else "")
     ax.text(0, y, f"{c}. {text}{mark}", fontsize=9,
-            color="#2ca02c" if c == pred and c == gold else
-            "#d62728" if c == pred else "black",
+            color=RIGHT if c == pred and c == gold else
+            WRONG if c == pred else "black",
             fontweight="bold" if c == gold else "normal")
     y -= 0.5
   ax.set_xlim(-0.8, depth + 2.2)
   ax.set_ylim(y - 0.2, 0.8)
   ax.set_title(record["question"], fontsize=10, loc="left")
   fig.tight_layout()
-  fig.savefig(out, dpi=110)
-  plt.close(fig)
-  return Path(out)
+  return fig

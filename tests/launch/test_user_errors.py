@@ -58,6 +58,10 @@ def test_options_of_other_runs_are_refused():
   with pytest.raises(ConfigError, match="--eval_file does not apply to a "
                      "walker evaluation"):
     evaluate_run.refuse_inapplicable("walker", {"eval_file"})
+  # issue 51: "a agents evaluation"
+  with pytest.raises(ConfigError, match="--taus does not apply to an "
+                     "agents evaluation"):
+    evaluate_run.refuse_inapplicable("agents", {"taus"})
 
 
 @pytest.mark.parametrize("field", ["eval.batch_size", "subgraph.max_nodes"])
@@ -183,3 +187,26 @@ def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
   assert out.returncode == 130 and "Traceback" not in out.stderr
   assert out.stderr.strip().splitlines()[-1].startswith(
       "error: interrupted (Ctrl-C)")
+
+
+def test_progress_false_turns_every_bar_off(tmp_path):
+  """Issue 51: tqdm bars (the LLM calls', the explorer's) still showed
+  under --progress=false."""
+  script = tmp_path / "bars.py"
+  script.write_text(
+      "from absl import flags\n"
+      "from racer_jax import entry_point\n"
+      "from racer_jax.errors import bars_off\n"
+      "import tqdm\n"
+      "flags.DEFINE_bool('progress', True, 'bars')\n"
+      "def main():\n"
+      "  for _ in tqdm.tqdm(range(3), desc='llm bar', disable=bars_off()):"
+      " pass\n"
+      "entry_point.run(main)\n")
+  for progress, shown in (("true", True), ("false", False)):
+    out = subprocess.run([sys.executable, str(script),
+                          f"--progress={progress}"], capture_output=True,
+                         text=True, cwd=REPO, env={**os.environ,
+                                                   "TQDM_DISABLE": ""})
+    assert out.returncode == 0, out.stderr
+    assert ("llm bar" in out.stderr) == shown

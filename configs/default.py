@@ -110,8 +110,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.num_steps = 1500
   config.train.learning_rate = 1e-3
   config.train.grad_clip = 1.0
-  config.train.p_teacher = 0.5        # follow the BFS teacher (0: ablation)
-  config.train.p_teacher_final = 0.1  # linear schedule over num_steps
+  # follow the BFS teacher with a probability decaying linearly from
+  # p_teacher to p_teacher_final over num_steps (ours; the no-teacher
+  # ablation sets both to 0)
+  config.train.p_teacher = 0.5
+  config.train.p_teacher_final = 0.1
   config.train.temperature = 1.0
   config.train.gamma = 0.95
   config.train.entropy_coef = 0.01

@@ -22,4 +22,5 @@ def get_config():
   # RACER's shared memory of edge outcomes, on as in the paper: the walker
   # learns it in training, the Critic's UNSURE penalizes rejected paths
   config.memory.enabled = True
+  config.memory.train_failures = True   # walks ending on a wrong choice
   return config

@@ -140,6 +140,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.memory.gamma = 1.0          # weight of rejections vs successes
   config.memory.prior = 1.0          # pseudo-count: unseen edges score 0
   config.memory.update_in_training = True
+  # the whole-graph walker's training walks that end on a wrong choice's
+  # concept count as failures (RACER's three statistics: success, failure,
+  # rejection); False: training adds successes only
+  config.memory.train_failures = False
   config.memory.init_from = ""       # a workdir whose memory seeds this run
 
   # Multi-path generation and the dual-attention refiner.

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from racer_jax.data.goal_batch import GoalBatch
 from racer_jax.graph import whole_graph as wg
+from racer_jax.memory import edge_memory
 from racer_jax.rl import kg_rollout
 from racer_jax.rl.policy import WalkerPolicy
 from racer_jax.rl.walker_update import (
@@ -98,7 +99,29 @@ def kg_walker_loss(params, policy: WalkerPolicy, graph: wg.WholeGraph, batch,
                             p_teacher, cfg.rollout, cfg.reward,
                             _quality(cfg, memory))
   loss, metrics, outcome = walker_objective(traj, inputs.start_mask, cfg)
+  if cfg.memory_failures:
+    failed = ends_on_wrong_choice(traj, batch) & inputs.start_mask
+    outcome = jnp.where(failed, edge_memory.FAILURE, outcome)
+    metrics["wrong_choice_end_rate"] = (
+        jnp.sum(failed) / jnp.maximum(jnp.sum(inputs.start_mask), 1))
   return loss, (metrics, jax.lax.stop_gradient((traj.edges, outcome)))
+
+
+def ends_on_wrong_choice(traj, batch) -> jax.Array:
+  """bool [B, W]: the walk did not reach the gold choice and its last node
+  is a concept of another valid choice (it supports a wrong answer).
+
+  traj: nodes int32 [B, W, T + 1] (the last entry is where the walk
+  ended), reached bool [B, W]; batch: choice_concepts int32 [B, C, A],
+  choice_valid bool [B, C], gold int32 [B]."""
+  last = traj.nodes[..., -1]                                       # [B, W]
+  num_choices = batch.choice_concepts.shape[1]
+  wrong = (batch.choice_valid &
+           (jnp.arange(num_choices)[None] != batch.gold[:, None]))  # [B, C]
+  concepts = jnp.where(wrong[..., None], batch.choice_concepts, -1)
+  on = jnp.any((last[:, :, None, None] == concepts[:, None]) &
+               (concepts[:, None] >= 0), axis=(-2, -1))            # [B, W]
+  return on & ~traj.reached
 
 
 def make_kg_train_step(policy: WalkerPolicy, optimizer,

@@ -47,6 +47,9 @@ class WalkerTrainConfig:
   teacher_return: float = 1.0
   reward: reward_lib.RewardWeights = reward_lib.RewardWeights()
   memory_update: bool = False   # add training walks' outcomes to memory
+  # whole-graph walker: a walk that ends on a wrong choice's concept counts
+  # as a failure of its edges (RACER's third statistic; else successes only)
+  memory_failures: bool = False
   memory_gamma: float = 1.0
   memory_prior: float = 1.0
 

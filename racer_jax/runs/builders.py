@@ -40,6 +40,8 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
                                       goal=r.goal, reach=r.reach),
       memory_update=bool(memory_on(config) and
                          config.memory.update_in_training),
+      memory_failures=bool(memory_on(config) and
+                           config.memory.get("train_failures", False)),
       memory_gamma=float(config.get("memory", {}).get("gamma", 1.0)),
       memory_prior=float(config.get("memory", {}).get("prior", 1.0)))
 

@@ -126,6 +126,12 @@ def check_config(config) -> None:
                       "head of the refiner run in answer.evidence_workdir; "
                       "set answer.evidence_workdir (and answer.model="
                       "frozen_head)")
+  if (_get(config, "memory.train_failures") is True and
+      _get(config, "memory.enabled") is True and
+      _get(config, "walker.graph") not in ("kg", _MISSING)):
+    raise ConfigError("memory.train_failures=True: only the whole-graph "
+                      "walker (walker.graph='kg') records its training "
+                      "walks' failures; set it False for the subgraph walker")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

@@ -35,6 +35,7 @@ SCRIPT = textwrap.dedent("""
     config.walker.graph = {graph!r}
     config.walker.bandwidth = 16
     config.memory.enabled = True  # the memory is updated and reranks
+    config.memory.train_failures = config.walker.graph == "kg"
     config.walker.prune = False  # near-tied top-k orders: the module docstring
     ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
                         progress=False, log=lambda _: None)
@@ -77,6 +78,8 @@ SCRIPT = textwrap.dedent("""
       memories.append(jax.device_get(state.memory))
     # Counts are whole numbers: the sharded scatter-add must be exact.
     assert float(memories[0].success.sum()) > 0
+    if config.walker.graph == "kg":  # and failures, shard-summed exactly
+      assert float(memories[0].failure.sum()) > 0
     for a, b in zip(jax.tree.leaves(memories[0]), jax.tree.leaves(memories[1])):
       np.testing.assert_array_equal(a, b)
     diffs = jax.tree.leaves(jax.tree.map(

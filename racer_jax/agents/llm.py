@@ -28,6 +28,7 @@ import concurrent.futures
 import dataclasses
 import email.utils
 import json
+import re
 import time
 from typing import Any, Sequence
 
@@ -150,9 +151,25 @@ def with_text(reply: LLMReply, text: str | None, schema: dict | None
     reply.error = "empty"
     reply.detail = f"no text (finish reason {reply.finish_reason or 'none'})"
     return reply
+  thought = THINK_BLOCK.match(text)
+  if thought and schema is not None:
+    # a reasoning model served without a reasoning parser (Qwen3,
+    # DeepSeek-R1 on vLLM) writes its thinking before the JSON: it is
+    # thinking, not the answer; its share of the completion's tokens is
+    # counted as thinking (by characters) when the server did not
+    answer = text[thought.end():]
+    if not reply.thinking_tokens and reply.output_tokens:
+      moved = round(reply.output_tokens * thought.end() / len(text))
+      reply.thinking_tokens, reply.output_tokens = (
+          moved, reply.output_tokens - moved)
+    text = answer
   reply.text = text
   reply.parsed, reply.error = parse_reply(text, schema)
   return reply
+
+
+# a leading <think>…</think> block (and the blank space after it)
+THINK_BLOCK = re.compile(r"\s*<think>.*?</think>\s*", re.DOTALL)
 
 
 def category_of_status(code: int) -> str:

@@ -77,6 +77,34 @@ def test_reasoning_models_get_effort_and_report_thinking_apart(monkeypatch):
   assert (reply.output_tokens, reply.thinking_tokens) == (10, 240)
 
 
+def test_thinking_before_the_json_is_stripped_and_counted_as_thinking():
+  """Issue 51: vLLM serving Qwen3 or DeepSeek-R1 without a reasoning parser
+  puts <think>…</think> before the JSON; that was malformed_json and the
+  local model answered."""
+  think = "<think>\nThe answer is the second one, index 1.\n</think>\n\n"
+  answer = '{"answer": 1}'
+  with StubOpenAI() as stub:
+    stub.script.append((200, completion(think + answer,
+                                        completion_tokens=60), 0))
+    stub.script.append((200, completion("<think>cut", finish="length"), 0))
+    b = backend(stub)
+    reply = b.generate("s", "u", SCHEMA)
+    cut = b.generate("s", "v", SCHEMA)
+  assert reply.ok and reply.parsed == {"answer": 1}
+  assert reply.text == answer
+  assert reply.thinking_tokens == round(60 * len(think) /
+                                        len(think + answer)) > 0
+  assert reply.thinking_tokens + reply.output_tokens == 60
+  assert cut.error == "truncated"
+  # a server that reports its reasoning tokens keeps its own count
+  with StubOpenAI() as stub:
+    stub.script.append((200, completion(think + answer, completion_tokens=60,
+                                        reasoning_tokens=50), 0))
+    reply = backend(stub).generate("s", "u", SCHEMA)
+  assert reply.parsed == {"answer": 1}
+  assert (reply.output_tokens, reply.thinking_tokens) == (10, 50)
+
+
 def test_openai_itself_gets_max_completion_tokens(monkeypatch):
   monkeypatch.setenv("OPENAI_API_KEY", KEY)
   b = openai_backend.OpenAIBackend("gpt-test")

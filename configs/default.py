@@ -154,7 +154,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.refiner.temperature = 1.0
   config.refiner.hidden = 64
   config.refiner.num_heads = 4
-  config.refiner.mix = 0.5             # λ in s = λ α + (1 - λ) β
+  # λ in s = λ α + (1 - λ) β; after training λ is chosen on the validation
+  # slice from 0, .25, .5, .75, 1 (chosen_on_validation.refiner_mix)
+  config.refiner.mix = 0.5
+  # β: "query" (α the relevance of the cross-attended path, β the query-path
+  # attention) or "intrinsic" (RACER's: α the query-path attention, β the
+  # path's own importance: its encoding, walker log-prob, length and the
+  # memory's edge qualities along it)
+  config.refiner.beta = "query"
   config.refiner.top_k = 4             # k' paths kept
   config.refiner.loss = "listwise"     # or "pairwise"
   # a choice head beside the path scores: from the question and the paths

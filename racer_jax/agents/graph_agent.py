@@ -154,6 +154,7 @@ class GraphAgent:
                                             wconfig.walker.max_steps)
     state, _, self.refiner_step = restore_run(refiner_workdir, template,
                                               "refiner", log=log)
+    self.refiner = refiner   # λ: the one chosen on the validation slice
     self._params = state.params
     self._walker_params = wstate.params
     self._walker_cfg = builders.walker_train_config(wconfig)

@@ -32,8 +32,10 @@ import jax
 import numpy as np
 import tqdm
 
+from racer_jax.agents.stack import subset
+from racer_jax.data import validation
 from racer_jax.refine import refiner_update
-from racer_jax.runs import builders
+from racer_jax.runs import builders, run_config
 from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.refiner_state import (
   create_state,
@@ -66,7 +68,8 @@ def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
         f"{m}_{s}" for m in ("gold_in_topk", "positives", "kept")
         for s in names):
       sums[key] = sums.get(key, 0.0) + float(np.sum(out[key][rows]))
-    for key in ("choice_correct", "choice_correct_text"):
+    for key in ("choice_correct", "choice_correct_text") + tuple(
+        k for k in out if "_mix" in k):
       if key in out:
         sums[key] = sums.get(key, 0.0) + float(np.sum(out[key][rows]))
   n = max(labeled, 1)
@@ -81,6 +84,8 @@ def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
   for s in SELECTORS:
     figures[f"gold_in_topk_{s}"] = sums[f"gold_in_topk_{s}"] / n
     figures[f"gold_ratio_{s}"] = ratio(s)
+  figures["mix_sweep"] = {k.split("_mix")[1]: v / n for k, v in sums.items()
+                          if "_mix" in k}
   figures["sweep"] = [
       {"top_k": k, **{f"gold_in_topk_{s}": sums[f"gold_in_topk_{s}@{k}"] / n
                       for s in SELECTORS},
@@ -129,3 +134,61 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   (out_dir / f"{split}_step{step}.refiner.json").write_text(
       json.dumps(figures, indent=1))
   return figures
+
+
+MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)   # λ candidates
+
+
+def choose_mix(config, data_dir, workdir, *, progress: bool = True,
+               log: Callable[[str], None] = print) -> dict | None:
+  """λ in s = λα + (1 − λ)β chosen on the validation slice of the training
+  split (questions the refiner never trained on) by the share of questions
+  whose top-k' holds a gold-supporting path; recorded in the run's
+  ``chosen_on_validation`` (``refiner_mix``, with every λ's figure), where
+  the GraphAgent and the refiner's evaluation read it. Ties: the λ nearest
+  the configured one. None for a run without a validation slice."""
+  found = validation.slice_of(config)
+  if not found or found[0] <= 0:
+    log("refiner: no validation slice (answer.validation_fraction=0): λ "
+        f"stays refiner.mix={config.refiner.mix}")
+    return None
+  done = run_config.load_dict(workdir).get(run_config.CHOSEN, {})
+  if "refiner_mix" in done and done.get("refiner_mix_step") == int(
+      run_config.load_dict(workdir).get("refiner", {}).get("num_steps", -1)):
+    return {"refiner_mix": done["refiner_mix"], "sweep": {
+        float(k): v for k, v in done["refiner_mix_validation"]},
+            "step": done["refiner_mix_step"],
+            "questions": done["refiner_mix_questions"]}
+  split = config.train.split
+  ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
+                      [split], progress=progress, log=lambda _: None)
+  full = ws.splits[split]
+  data = subset(full, validation.split_rows(config, len(full.examples))[1],
+                config)
+  wconfig, walker, wstate, _, quality = load_walker(
+      config.refiner.walker_workdir, ws, log)
+  refiner, _, template = create_state(config, ws.concept_emb.shape[1],
+                                      wconfig.walker.max_steps)
+  state, _, step = restore_run(workdir, template, "refiner", log=log)
+  evaluate_fn = refiner_update.make_refiner_eval(
+      refiner, walker, builders.walker_train_config(wconfig),
+      refiner_config(config, wconfig), mixes=MIXES)
+  figures = _run(evaluate_fn, state.params, data, wstate.params, ws, quality,
+                 config.eval.batch_size, config.seed, progress,
+                 "refiner λ (validation)", (), walker_graph(wconfig, ws, log))
+  sweep = {float(k): v for k, v in figures["mix_sweep"].items()}
+  best = max(sweep.values())
+  mix = min((lam for lam, v in sweep.items() if v >= best - 1e-12),
+            key=lambda lam: abs(lam - config.refiner.mix))
+  run_config.record_chosen(workdir, refiner_mix=mix,
+                           # [λ, figure] pairs (a config key takes no dot)
+                           refiner_mix_validation=[
+                               [k, v] for k, v in sorted(sweep.items())],
+                           refiner_mix_questions=figures["labeled"],
+                           refiner_mix_step=int(step))
+  log(f"refiner: λ = {mix:g} chosen on {figures['labeled']} validation "
+      f"questions (gold in top-{config.refiner.top_k}: "
+      + ", ".join(f"λ={k:g} {v:.3f}" for k, v in sorted(sweep.items()))
+      + ")")
+  return {"refiner_mix": mix, "sweep": sweep, "step": step,
+          "questions": figures["labeled"]}

@@ -3,10 +3,20 @@
 Each candidate path is a sequence of T hops (head, relation, tail). A hop
 encoder mean-pooled over the hops taken gives one vector per path; a
 cross-path self-attention lets paths see one another (complementary or
-redundant evidence) and yields a relevance ``α``; a query-path attention
-yields ``β``; the refined score is ``s = λ·α + (1 − λ)·β``. Both
-distributions, hence ``s``, sum to 1 over the valid paths and are exactly 0
-on padded ones. Shapes below are for one question; callers ``vmap`` over
+redundant evidence); the refined score is ``s = λ·α + (1 − λ)·β``, with
+``beta`` choosing what α and β are:
+
+* ``"intrinsic"`` (RACER's): α is the attention-derived relevance (a
+  query-path attention over the cross-attended paths), β the path's
+  *intrinsic importance*, from what the path is whatever the question: an
+  MLP over its encoding and its walker log-probability (total and per hop),
+  length and the shared memory's edge qualities along it (mean and least);
+* ``"query"`` (this project's first form): α is a relevance read from the
+  cross-attended path alone, β the query-path attention.
+
+Both distributions, hence ``s``, sum to 1 over the valid paths and are
+exactly 0 on padded ones. λ (``mix``) may be given per call, so it can be
+chosen on a validation slice after training. Shapes below are for one question; callers ``vmap`` over
 questions.
 
 Padded paths and hops not taken are zeroed at the input, so their content
@@ -40,10 +50,11 @@ class PathRefiner(nn.Module):
   num_heads: int = 4
   mix: float = 0.5
   choice_head: bool = False
+  beta: str = "query"   # or "intrinsic" (the module docstring)
 
   @nn.compact
   def __call__(self, head, relation, tail, hop_mask, path_mask, query,
-               choices=None):
+               choices=None, intrinsic=None, mix=None):
     """Scores one question's candidate paths (and, given ``choices``, its
     answer choices).
 
@@ -55,6 +66,9 @@ class PathRefiner(nn.Module):
       choices: None, or a dict ``choice_emb`` [C, d], ``choice_valid``
         bool [C], ``choice`` int32 [P] (each path's target choice) and
         ``reached`` bool [P] (only with ``choice_head``).
+      intrinsic: float32 [P, F] what each path is
+        (:data:`INTRINSIC_FEATURES`; ``beta="intrinsic"`` only).
+      mix: λ for this call (None: ``self.mix``).
 
     Returns:
       A dict of float32 [P]: ``score`` (s), ``alpha`` (α), ``beta`` (β);
@@ -82,15 +96,29 @@ class PathRefiner(nn.Module):
         deterministic=True, name="cross_path")(h, mask=pair[None])
     h2 = nn.LayerNorm(name="norm")(h + attended)                  # [P, H]
     h2 = jnp.where(path_mask[:, None], h2, 0.0)
-    alpha = masked_softmax(nn.Dense(1, name="relevance")(h2)[:, 0],
-                           path_mask)
-
     # 3. Query-path attention.
     q = nn.Dense(h_dim, name="query")(query)                      # [H]
-    beta = masked_softmax(h2 @ q / jnp.sqrt(float(h_dim)), path_mask)
+    attention = masked_softmax(h2 @ q / jnp.sqrt(float(h_dim)), path_mask)
+    if self.beta == "intrinsic":
+      # α: relevance to the question; β: the path's own importance
+      if intrinsic is None:
+        raise ValueError("beta='intrinsic' needs the paths' intrinsic "
+                         "features")
+      alpha = attention
+      own = jnp.concatenate([h2, intrinsic.astype(h2.dtype)], axis=-1)
+      own = nn.relu(nn.Dense(h_dim, name="importance_hidden")(own))
+      beta = masked_softmax(nn.Dense(1, name="importance")(own)[:, 0],
+                            path_mask)
+    elif self.beta == "query":
+      alpha = masked_softmax(nn.Dense(1, name="relevance")(h2)[:, 0],
+                             path_mask)
+      beta = attention
+    else:
+      raise ValueError(f"refiner.beta={self.beta!r}: 'query' or 'intrinsic'")
 
     # 4. Mix (α = β = 0 on padded paths, so s = 0 there exactly).
-    score = self.mix * alpha + (1.0 - self.mix) * beta
+    lam = self.mix if mix is None else mix
+    score = lam * alpha + (1.0 - lam) * beta
     out = {"score": score, "alpha": alpha, "beta": beta, "encoding": h2}
     if self.choice_head and choices is not None:
       paths = {"encoding": h2, "score": score, "choice": choices["choice"],
@@ -101,6 +129,12 @@ class PathRefiner(nn.Module):
       out["choice_logits_text"] = ChoiceScorer(
           h_dim, False, name="choice_text")(query, emb, valid)
     return out
+
+
+# what β reads of a path with beta="intrinsic" (racer_jax.refine.
+# refiner_update.intrinsic_features)
+INTRINSIC_FEATURES = ("log_prob", "log_prob_per_hop", "hops_fraction",
+                      "edge_quality_mean", "edge_quality_min")
 
 
 def init_refiner(refiner: PathRefiner, rng, num_paths: int, num_hops: int,
@@ -114,9 +148,10 @@ def init_refiner(refiner: PathRefiner, rng, num_paths: int, num_hops: int,
                "choice_valid": jnp.ones((2,), bool),
                "choice": jnp.zeros((num_paths,), jnp.int32),
                "reached": jnp.ones((num_paths,), bool)}
+  intrinsic = jnp.zeros((num_paths, len(INTRINSIC_FEATURES)))
   return refiner.init(rng, x, x, x, jnp.ones((num_paths, num_hops), bool),
                       jnp.ones((num_paths,), bool), jnp.zeros((embed_dim,)),
-                      choices)
+                      choices, intrinsic)
 
 
 def top_k_paths(score, path_mask, k: int):

@@ -155,11 +155,39 @@ def path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
                                          paths["valid"], batch.query)
 
 
+def intrinsic_features(batch, paths, edge_quality=None, whole=None):
+  """float32 [B, P, F]: what each candidate path is, whatever the question
+  (:data:`racer_jax.refine.refiner.INTRINSIC_FEATURES`): the walker's
+  log-probability of it, total and per hop; its hops over the walk's
+  limit T; the shared memory's quality (−½…½, 0 unseen) of its edges, mean
+  and least (0 without a memory). ``edge_quality`` [E2] is per global edge
+  id; the subgraph walker's local edges are mapped to them."""
+  edges = paths["edges"]                                          # [B, P, T]
+  taken = edges >= 0
+  hops = jnp.sum(taken, axis=-1).astype(jnp.float32)
+  n = jnp.maximum(hops, 1.0)
+  if edge_quality is None:
+    quality = jnp.zeros(edges.shape, jnp.float32)
+  else:
+    if whole is None:   # local subgraph edges -> global edge ids
+      edges = jax.vmap(lambda table, e: jnp.where(
+          e >= 0, table[jnp.maximum(e, 0)], -1))(
+              batch.graphs.edges["edge_id"], edges)
+    quality = jnp.where(taken, edge_quality[jnp.maximum(edges, 0)], 0.0)
+  log_prob = jnp.where(paths["valid"], paths["log_prob"], 0.0)
+  return jnp.stack([
+      log_prob, log_prob / n, hops / edges.shape[-1],
+      jnp.sum(quality, axis=-1) / n,
+      jnp.where(hops > 0, jnp.min(jnp.where(taken, quality, 1.0), axis=-1),
+                0.0)], axis=-1)
+
+
 def refiner_outputs(refiner, params, batch, concept_emb, rel_emb, paths,
-                    whole=None):
-  """Everything the refiner computes per question: ``score`` [B, P] and,
-  with its choice head, ``choice_logits`` / ``choice_logits_text``
-  [B, C] (see :mod:`racer_jax.refine.choice_scorer`)."""
+                    whole=None, edge_quality=None, mix=None):
+  """Everything the refiner computes per question: ``score`` [B, P] (and
+  ``alpha``, ``beta``) and, with its choice head, ``choice_logits`` /
+  ``choice_logits_text`` [B, C] (see :mod:`racer_jax.refine.choice_scorer`).
+  ``mix``: λ instead of the refiner's own."""
   head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
                                             paths, whole)
   choices = None
@@ -167,9 +195,11 @@ def refiner_outputs(refiner, params, batch, concept_emb, rel_emb, paths,
     choices = {"choice_emb": choice_scorer.choice_vectors(batch, concept_emb),
                "choice_valid": batch.choice_valid,
                "choice": paths["choice"], "reached": paths["reached"]}
-  out = jax.vmap(lambda h, r, t, m, v, q, c: refiner.apply(
-      params, h, r, t, m, v, q, c))(head, rel, tail, hop_mask,
-                                    paths["valid"], batch.query, choices)
+  intrinsic = intrinsic_features(batch, paths, edge_quality, whole)
+  out = jax.vmap(lambda h, r, t, m, v, q, c, i: refiner.apply(
+      params, h, r, t, m, v, q, c, i, mix))(
+          head, rel, tail, hop_mask, paths["valid"], batch.query, choices,
+          intrinsic)
   out.pop("encoding")
   return out
 
@@ -202,7 +232,7 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
 
     def loss_of(params):
       out = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
-                            paths, whole)
+                            paths, whole, edge_quality)
       score = out["score"]
       per_q = jax.vmap(loss_fn)(score, paths["positive"], paths["valid"])
       n = jnp.maximum(jnp.sum(labeled), 1)
@@ -235,14 +265,16 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
   return jax.jit(step, donate_argnums=(0,) if donate else ())
 
 
-def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
+def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=(),
+                      mixes=()):
   """``eval(refiner_params, batch, walker_params, concept_emb, rel_emb,
   edge_quality, rng, whole=None)`` -> per question [B]: for the refiner's
   top-k', a
   random k' and the top-k' by walker log-prob (total and per hop):
   ``gold_in_topk_*`` and
   ``positives_*`` / ``kept_*``; the same with the suffix ``@k`` for every
-  k of the sweep ``top_ks``; plus ``hit`` (a walk toward the gold choice
+  k of the sweep ``top_ks``, and ``gold_in_topk_refiner_mix<λ>`` for
+  every λ of ``mixes``; plus ``hit`` (a walk toward the gold choice
   reached it), ``any_positive`` and ``labeled``."""
   def evaluate(params, batch, walker_params, concept_emb, rel_emb,
                edge_quality, rng, whole=None):
@@ -250,7 +282,12 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
                       k_paths, walker_cfg, cfg, edge_quality, whole)
     refined = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
-                              paths, whole)
+                              paths, whole, edge_quality)
+    for lam in mixes:   # s = λα + (1 − λ)β for each λ (chosen on validation)
+      s_lam = lam * refined["alpha"] + (1.0 - lam) * refined["beta"]
+      out_lam = jax.vmap(lambda s, p, v: refiner_lib.refine_metrics(
+          s, p, v, cfg.top_k))(s_lam, paths["positive"], paths["valid"])
+      refined[f"gold_in_topk_refiner_mix{lam:g}"] = out_lam["gold_in_topk"]
     scores = {
         "refiner": refined["score"],
         "random": jax.random.uniform(k_random, paths["valid"].shape),
@@ -259,7 +296,7 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=()):
         "logprob_per_hop": paths["log_prob"] / jnp.maximum(
             jnp.sum(paths["edges"] >= 0, axis=-1), 1),
     }
-    out = {}
+    out = {k: v for k, v in refined.items() if "_mix" in k}
     for k, suffix in [(cfg.top_k, "")] + [(k, f"@{k}") for k in top_ks]:
       for name, score in scores.items():
         m = jax.vmap(lambda s, p, v, k=k: refiner_lib.refine_metrics(
@@ -293,7 +330,7 @@ def make_retriever(refiner, walker, walker_cfg, cfg):
     paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
                       rng, walker_cfg, cfg, edge_quality, whole)
     refined = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
-                              paths, whole)
+                              paths, whole, edge_quality)
     out = dict(paths, score=jnp.where(paths["valid"], refined["score"],
                                       -jnp.inf))
     if "choice_logits" in refined:  # the refiner's choice head [B, C]

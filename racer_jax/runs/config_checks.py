@@ -60,6 +60,7 @@ _CHOICES = {
     "method": ("racer", "hygrl", "hygrl_multihop"),
     "agents.backend": ("local", "gemini", "openai", "jax"),
     "agents.answer_mode": ("generate", "score"),
+    "refiner.beta": ("query", "intrinsic"),
     "agents.score_metric": ("acc", "acc_norm", "acc_pmi"),
     "agents.thinking_level": ("", "minimal", "low", "medium", "high"),
     "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),

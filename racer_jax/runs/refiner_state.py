@@ -45,10 +45,14 @@ def walker_graph(wconfig, ws, log=print):
 
 
 def make_refiner(config) -> refiner_lib.PathRefiner:
+  """The refiner of ``config``; λ is the one chosen on the validation slice
+  when a trained run's config records it (``chosen_on_validation``)."""
   r = config.refiner
+  mix = config.get(run_config.CHOSEN, {}).get("refiner_mix", r.mix)
   return refiner_lib.PathRefiner(hidden=r.hidden, num_heads=r.num_heads,
-                                 mix=r.mix,
-                                 choice_head=r.get("choice_head", False))
+                                 mix=float(mix),
+                                 choice_head=r.get("choice_head", False),
+                                 beta=r.get("beta", "query"))
 
 
 def create_state(config, embed_dim: int, num_hops: int):

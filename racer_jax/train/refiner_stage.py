@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+import jax
 import numpy as np
 
+from racer_jax.eval import refiner_eval
 from racer_jax.refine import refiner_update
 from racer_jax.rl import parallel
 from racer_jax.runs import builders
@@ -63,11 +65,17 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         step, config.seed, bs))
     return step_fn(state, batch, *args)
 
-  _, last, _ = run_stage_updates(
+  final, last, _ = run_stage_updates(
       state, one_update, config=config, workdir=workdir, ckpt=ckpt,
       start=start, total=total, stop_after=stop_after,
       record=lambda done: {"stage": "refiner",
                            "walker_workdir": config.refiner.walker_workdir,
                            "walker_step": wstep},
       progress=progress, desc="train refiner")
+  if int(final.step) >= total and jax.process_index() == 0:
+    # λ on the validation slice, once the refiner is trained
+    chosen = refiner_eval.choose_mix(config, data_dir, workdir,
+                                     progress=progress, log=log)
+    if chosen is not None:
+      last = {**last, "refiner_mix": chosen["refiner_mix"]}
   return last

@@ -83,9 +83,12 @@ def test_choice_evidence_counts_each_choices_walks(agent, demo_workspace):
                 if out["valid"][b, p]]
       assert e["best_score"] == (pytest.approx(max(scored)) if scored
                                  else None)
-      # the kept paths' best score is the choice's best score
+      # the kept paths' best score is the choice's best score over the
+      # paths with a hop (a walk that starts on its target carries none)
       if rows[b][j]:
-        assert rows[b][j][0].score == pytest.approx(e["best_score"])
+        assert rows[b][j][0].score == pytest.approx(max(
+            float(out["score"][b, p]) for p in walks
+            if out["valid"][b, p] and (out["edges"][b, p] >= 0).any()))
   assert any_reached
 
 
@@ -160,3 +163,20 @@ def test_knowledge_files_roundtrip_and_check_ids(retrieval_runs, tmp_path):
   with pytest.raises(DataError, match=r"old.jsonl:1: field 'evidence'.*"
                      "delete it to rebuild"):
     knowledge_text.load_evidence(old, examples)
+
+
+def test_lambda_is_chosen_on_the_validation_slice_and_used(agent,
+                                                          retrieval_runs):
+  """RACER's s = λα + (1 − λ)β: λ is chosen after training on questions
+  the refiner never trained on, and the GraphAgent retrieves with it."""
+  from racer_jax.eval.refiner_eval import MIXES
+  from racer_jax.runs import run_config
+  config, _, refiner_dir = retrieval_runs
+  chosen = run_config.load_dict(refiner_dir)[run_config.CHOSEN]
+  sweep = {float(k): v for k, v in chosen["refiner_mix_validation"]}
+  assert sorted(sweep) == list(MIXES) and chosen["refiner_mix_questions"] > 0
+  best = max(sweep.values())
+  ties = [lam for lam, v in sweep.items() if v == best]
+  assert chosen["refiner_mix"] == min(
+      ties, key=lambda lam: abs(lam - config.refiner.mix))
+  assert agent.refiner.mix == chosen["refiner_mix"]

@@ -249,3 +249,53 @@ def test_listwise_training_raises_gold_in_topk():
   rate_after = float(jnp.mean(after["gold_in_topk"]))
   assert rate_after >= 0.95 and rate_after >= rate_before + 0.25, (
       rate_before, rate_after)
+
+
+def test_intrinsic_beta_reads_the_path_not_the_question():
+  """RACER's β: the path's own importance (whatever the question); α the
+  attention-derived relevance to the question."""
+  model = refiner.PathRefiner(hidden=16, num_heads=4, beta="intrinsic")
+  params = init(model, jax.random.PRNGKey(1), P, T, D)
+  apply = jax.jit(model.apply)
+  inputs = make_inputs(pad_value=1e4)
+  feats = jnp.asarray(np.random.default_rng(2).normal(
+      size=(P, len(refiner.INTRINSIC_FEATURES))), jnp.float32)
+  out = apply(params, *inputs, None, feats)
+  other_query = inputs[:5] + (inputs[5] * -2.0 + 1.0,)
+  out_q = apply(params, *other_query, None, feats)
+  np.testing.assert_array_equal(out_q["beta"], out["beta"])
+  assert not np.allclose(out_q["alpha"], out["alpha"])
+  out_f = apply(params, *inputs, None, feats.at[1].set(5.0))
+  np.testing.assert_array_equal(out_f["alpha"], out["alpha"])
+  assert not np.allclose(out_f["beta"], out["beta"])
+  mask = np.asarray(inputs[4])
+  for name in ("score", "alpha", "beta"):
+    assert np.all(np.asarray(out[name])[~mask] == 0.0)
+    np.testing.assert_allclose(jnp.sum(out[name]), 1.0, rtol=1e-5)
+  # padded paths' features reach nothing either
+  out_p = apply(params, *inputs, None, feats.at[5].set(1e6))
+  np.testing.assert_array_equal(out_p["score"], out["score"])
+  # λ given per call (chosen on validation after training)
+  for lam, name in ((1.0, "alpha"), (0.0, "beta")):
+    np.testing.assert_array_equal(
+        apply(params, *inputs, None, feats, lam)["score"], out[name])
+  with pytest.raises(ValueError, match="intrinsic features"):
+    model.apply(params, *inputs)
+
+
+def test_intrinsic_features_by_hand():
+  from racer_jax.refine import refiner_update
+  edges = jnp.array([[[4, 7, -1], [2, -1, -1], [-1, -1, -1]]], jnp.int32)
+  paths = {"edges": edges, "valid": jnp.array([[True, True, False]]),
+           "log_prob": jnp.array([[-3.0, -1.0, -9.0]])}
+  quality = jnp.linspace(-0.4, 0.5, 10)   # per global edge id
+  got = np.asarray(refiner_update.intrinsic_features(
+      None, paths, quality, whole=True))[0]
+  q = np.asarray(quality)
+  want = [[-3.0, -1.5, 2 / 3, (q[4] + q[7]) / 2, min(q[4], q[7])],
+          [-1.0, -1.0, 1 / 3, q[2], q[2]],
+          [0.0, 0.0, 0.0, 0.0, 0.0]]
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+  no_memory = np.asarray(refiner_update.intrinsic_features(
+      None, paths, None, whole=True))[0]
+  np.testing.assert_allclose(no_memory[:, 3:], 0.0)

@@ -23,8 +23,9 @@ from racer_jax.runs.update_loop import run_stage_updates
 
 def calibrate(config, dataset, concept_emb, log=print,
               with_choice: bool | None = None) -> np.ndarray:
-  """θ of the fusion, fitted on the first-step candidates of the first
-  ``hygrl.calibration_questions`` questions (label: on a shortest path from
+  """θ of the fusion, fitted on the first-step candidates of a seeded
+  random ``hygrl.calibration_questions`` questions (the first batches of a
+  ``config.seed`` shuffle; label: on a shortest path from
   a question concept to the gold answer); one weight per metric of
   :func:`hygrl.fusion_metrics` (``with_choice``: whether "grounds a
   choice" is among them; default ``hygrl.heuristic_choice``)."""
@@ -34,8 +35,9 @@ def calibrate(config, dataset, concept_emb, log=print,
   fn = jax.jit(lambda b, c: hygrl.calibration_batch(b, c, cfg))
 
   def parts():
-    seen = 0
-    for batch in dataset.ordered_batches(config.batch.batch_size):
+    seen, size = 0, config.batch.batch_size
+    for step in range(dataset.batches_per_epoch(size)):
+      batch = dataset.batch_for_step(step, config.seed, size)
       yield (*jax.device_get(fn(batch, concept_emb)),
              int(batch.example_mask.sum()))
       seen += int(batch.example_mask.sum())

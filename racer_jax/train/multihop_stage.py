@@ -30,12 +30,20 @@ from racer_jax.train.hygrl_stage import fit_fusion
 STAGE = "hygrl_multihop"
 
 
+def calibration_rows(config, rows) -> np.ndarray:
+  """A seeded random ``hygrl.calibration_questions`` of the training
+  ``rows`` (``config.seed``), in their order."""
+  rng = np.random.default_rng([int(config.seed), 0xca11b])
+  n = min(int(config.hygrl.calibration_questions), len(rows))
+  return np.sort(rng.choice(np.asarray(rows), size=n, replace=False))
+
+
 def calibrate(config, ws: MultiHopWorkspace, rows, log=print) -> np.ndarray:
-  """θ of the fusion from the first-step candidates of the first
-  ``hygrl.calibration_questions`` training questions."""
+  """θ of the fusion from the first-step candidates of a seeded random
+  ``hygrl.calibration_questions`` of the training questions."""
   cfg = hygrl_config(config)
   fn = jax.jit(lambda b, v: hygrl_passages.calibration_batch(b, v, cfg))
-  rows = rows[:config.hygrl.calibration_questions]
+  rows = calibration_rows(config, rows)
   size = config.eval.batch_size
   parts = ((*jax.device_get(fn(ws.batch(rows[i:i + size], size),
                                ws.node_vecs)), len(rows[i:i + size]))

@@ -39,6 +39,15 @@ class RefinerConfig:
   choice_weight: float = 1.0
 
 
+def question_uniforms(key, example_index, walkers: int, steps: int):
+  """float32 [B, W, T, 2]: each question's draws from its own dataset index
+  (``example_index`` int32 [B]), so its paths do not depend on which
+  questions share its batch (``--max_questions=N`` gives the full run's
+  paths of those N)."""
+  return jax.vmap(lambda i: jax.random.uniform(
+      jax.random.fold_in(key, i), (walkers, steps, 2)))(example_index)
+
+
 def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
               walker_cfg: WalkerTrainConfig, cfg: RefinerConfig,
               edge_quality=None, whole=None):
@@ -72,7 +81,9 @@ def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
                          cfg.paths_per_choice, edge_quality=edge_quality)
     traj, distinct, log_prob = rollout_lib.multipath(
         walker, walker_params, inputs, rel_emb, key, rollout_cfg,
-        walker_cfg.reward)
+        walker_cfg.reward, question_uniforms(
+            key, batch.example_index, cfg.paths_per_choice,
+            rollout_cfg.max_steps))
     return traj, distinct, log_prob
 
   traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
@@ -108,7 +119,10 @@ def _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
     inputs = kg_walker_update.goal_inputs(goal, whole, target, cfg.paths_per_choice)
     return kg_rollout.multipath(walker, walker_params, whole, inputs,
                                 rel_emb, key, rollout_cfg, walker_cfg.reward,
-                                edge_quality)
+                                edge_quality, question_uniforms(
+                                    key, goal.example_index,
+                                    cfg.paths_per_choice,
+                                    rollout_cfg.max_steps))
 
   traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
   flat = lambda x: jnp.moveaxis(x, 0, 1).reshape(

@@ -227,15 +227,17 @@ def rollout(policy: WalkerPolicy, params, graph: wg.WholeGraph,
 
 def multipath(policy: WalkerPolicy, params, graph: wg.WholeGraph,
               inputs: GoalInputs, rel_emb, rng, cfg: RolloutConfig,
-              weights: reward_lib.RewardWeights, edge_quality=None):
+              weights: reward_lib.RewardWeights, edge_quality=None,
+              uniforms=None):
   """RACER's multi-path generation on the whole graph: sample (at
   ``cfg.temperature``) the first ``cfg.sample_hops`` hops (default half),
   then greedy, no teacher. Returns ``(trajectory [B, W, ...], distinct
-  bool [B, W], path_log_prob [B, W])``."""
+  bool [B, W], path_log_prob [B, W])``; ``uniforms`` [B, W, T, 2]: the
+  draws (see :func:`rollout`)."""
   hops = cfg.sample_hops if cfg.sample_hops >= 0 else cfg.max_steps // 2
   cfg = dataclasses.replace(cfg, greedy=False, sample_hops=hops)
   traj = rollout(policy, params, graph, inputs, rel_emb, rng, 0.0, cfg,
-                 weights, edge_quality)
+                 weights, edge_quality, uniforms)
   distinct = jax.vmap(distinct_paths)(traj.nodes, traj.edges,
                                       inputs.start_mask)
   log_prob = jnp.sum(jnp.where(traj.active, traj.log_prob, 0.0), axis=-1)

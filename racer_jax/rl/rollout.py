@@ -282,13 +282,15 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
 
 def rollout(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb, rng,
             p_teacher, cfg: RolloutConfig,
-            weights: reward_lib.RewardWeights) -> Trajectory:
+            weights: reward_lib.RewardWeights, uniforms=None) -> Trajectory:
   """All walkers of a batch: ``inputs`` has leading axis B and ``starts``
-  [B, W]; returns a :class:`Trajectory` with leading axes [B, W]."""
+  [B, W]; returns a :class:`Trajectory` with leading axes [B, W].
+  ``uniforms`` float32 [B, W, T, 2] replaces the draws from ``rng``."""
   prep = jax.vmap(lambda x: prepare(policy, params, x, rel_emb, cfg))(inputs)
   rel_tables = relation_tables(policy, params, rel_emb)
   b, w = inputs.starts.shape
-  uniforms = jax.random.uniform(rng, (b, w, cfg.max_steps, 2))
+  if uniforms is None:
+    uniforms = jax.random.uniform(rng, (b, w, cfg.max_steps, 2))
   per_walker = jax.vmap(
       lambda p, s, u: walk(policy, params, p, rel_tables, s, u, p_teacher,
                            cfg, weights),
@@ -311,7 +313,8 @@ def distinct_paths(nodes, edges, valid):
 
 
 def multipath(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
-              rng, cfg: RolloutConfig, weights: reward_lib.RewardWeights):
+              rng, cfg: RolloutConfig, weights: reward_lib.RewardWeights,
+              uniforms=None):
   """RACER's multi-path generation: every walker samples (at
   ``cfg.temperature``) for the first ``cfg.sample_hops`` hops (default: half
   of them) and is greedy after, with no teacher.
@@ -322,7 +325,8 @@ def multipath(policy: WalkerPolicy, params, inputs: WalkInputs, rel_emb,
   """
   hops = cfg.sample_hops if cfg.sample_hops >= 0 else cfg.max_steps // 2
   cfg = dataclasses.replace(cfg, greedy=False, sample_hops=hops)
-  traj = rollout(policy, params, inputs, rel_emb, rng, 0.0, cfg, weights)
+  traj = rollout(policy, params, inputs, rel_emb, rng, 0.0, cfg, weights,
+                 uniforms)
   distinct = jax.vmap(distinct_paths)(traj.nodes, traj.edges,
                                       inputs.start_mask)
   log_prob = jnp.sum(jnp.where(traj.active, traj.log_prob, 0.0), axis=-1)

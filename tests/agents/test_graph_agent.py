@@ -180,3 +180,31 @@ def test_lambda_is_chosen_on_the_validation_slice_and_used(agent,
   assert chosen["refiner_mix"] == min(
       ties, key=lambda lam: abs(lam - config.refiner.mix))
   assert agent.refiner.mix == chosen["refiner_mix"]
+
+
+def test_a_questions_paths_do_not_depend_on_its_batch(agent, demo_workspace,
+                                                     retrieval_runs):
+  """Each question's walks draw from its own dataset index: retrieved with
+  other questions, or alone, it gets the same paths (so --max_questions=N
+  sees the full run's paths of those N)."""
+  from racer_jax.agents.stack import subset
+  config = retrieval_runs[0]
+  data = demo_workspace.splits["dev"]
+  rng = jax.random.PRNGKey(3)
+
+  def paths_by_question(rows):
+    part = subset(data, rows, config)
+    out = {}
+    for batch in part.dataset.ordered_batches(8):
+      _, per_row = agent.retrieve(batch, rng)
+      for b in np.flatnonzero(batch.example_mask):
+        out[int(batch.example_index[b])] = [
+            [(p.score, [t.edge_id for t in p.triples]) for p in choice]
+            for choice in per_row[b]]
+    return out
+  together = paths_by_question(np.arange(8))
+  apart = paths_by_question(np.array([5, 2, 7]))
+  assert set(apart) == {2, 5, 7}
+  for q in apart:
+    assert apart[q] == together[q]
+  assert any(any(choice) for choice in together[2])

@@ -32,6 +32,7 @@ def run_copy(answer_run, tmp_path_factory):
   return config, dst
 
 
+@pytest.mark.slow  # evaluations of the demo answer run
 def test_head_only_accuracy_is_over_the_questions_evaluated(run_copy):
   config, workdir = run_copy
   figures = agents_eval.evaluate(config, None, workdir, seeds=1,
@@ -70,6 +71,7 @@ def _file(folder, name, lines):
   return folder / name
 
 
+@pytest.mark.slow  # evaluations of the demo answer run
 def test_eval_files_whose_names_meet_get_folders_of_their_own(run_copy,
                                                              tmp_path):
   """q.v1.jsonl, q_v1.jsonl and another folder's q.v1.jsonl once wrote one
@@ -89,6 +91,7 @@ def test_eval_files_whose_names_meet_get_folders_of_their_own(run_copy,
   assert len(names) == 3
 
 
+@pytest.mark.slow  # evaluations of the demo answer run
 def test_a_second_evaluation_into_a_busy_folder_is_refused(run_copy,
                                                           tmp_path):
   config, workdir = run_copy

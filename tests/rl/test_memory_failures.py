@@ -59,6 +59,7 @@ def _train(config, ws, steps=6):
   return state.memory, rates
 
 
+@pytest.mark.slow  # two short trainings (~45 s on 2 cores)
 def test_training_adds_failures_only_when_asked(world):
   config, ws = world
   config = config.copy_and_resolve_references()

@@ -342,6 +342,10 @@ def get_config() -> ml_collections.ConfigDict:
   # the other four), so the two are compared on equal information.
   config.hygrl.policy_choice = True
   config.hygrl.heuristic_choice = True
+  # HyGRL-Heuristic's semantic metric: "auto" (the cross-encoder's m_ce
+  # when multihop.relevance=cross_encoder gives one, as the paper; else the
+  # bi-encoder cosine), "cosine" or "relevance"
+  config.hygrl.heuristic_semantic = "auto"
 
   # OpenBookQA's open book as extra knowledge for the answerer
   # (racer_jax/answer/openbook.py), in answer training and evaluation.

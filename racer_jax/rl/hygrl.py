@@ -61,6 +61,11 @@ class HyGRLConfig:
   # inputs then carry :class:`hygrl_pairs.PairInputs`): a
   # :class:`hygrl_pairs.PairScorer`, or None
   pair_scorer: Any = None
+  # HyGRL-Heuristic's semantic metric: "cosine" (the bi-encoder's cosine
+  # with the question ⊕ sequence context), "relevance" (the inputs'
+  # cross-encoder m_ce(Q, n): the paper's m_ce) or "auto" (relevance when
+  # the inputs carry it)
+  heuristic_semantic: str = "cosine"
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -83,6 +88,8 @@ class HyGRLInputs:
       bi-encoder's cosines instead; :func:`score_features`).
     pair: :class:`hygrl_pairs.PairInputs` for m_ce at every search state,
       or None.
+    semantic: float32 [N] HyGRL-Heuristic's semantic metric when it is not
+      the cosine with the context (the cross-encoder's m_ce), or None.
   """
   adj: jax.Array
   node_mask: jax.Array
@@ -98,6 +105,7 @@ class HyGRLInputs:
   usable: jax.Array
   relevance: Any = None
   pair: Any = None
+  semantic: Any = None
 
 
 def graph_tables(senders, receivers, edge_mask, node_mask, seeds, gold,
@@ -145,11 +153,15 @@ def candidate_metrics(x: HyGRLInputs, in_sequence, frontier,
   """float32 [N, 4] (or [N, 5] ``with_choice``): normalized PPR,
   path-aware Adamic-Adar and Jaccard, semantic match with the question ⊕
   sequence context (and whether the node grounds an answer choice)."""
-  context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
+  if x.semantic is None:
+    context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
+    semantic = heuristics.semantic_scores(x.node_emb, context)
+  else:
+    semantic = x.semantic
   raw = (x.ppr,
          heuristics.expanded_from_scores(x.adamic_adar, x.adj, in_sequence),
          heuristics.expanded_from_scores(x.jaccard, x.adj, in_sequence),
-         heuristics.semantic_scores(x.node_emb, context))
+         semantic)
   if with_choice:
     raw += (x.choice.astype(jnp.float32),)
   return jnp.stack([heuristics.normalize_per_question(m, frontier)

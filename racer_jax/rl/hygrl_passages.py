@@ -55,15 +55,25 @@ def passage_inputs(batch, tables, cfg: HyGRLConfig) -> HyGRLInputs:
   adj, ppr, aa, jac, dist = hygrl.graph_tables(
       batch["senders"], batch["receivers"], batch["edge_mask"], node_mask,
       seeds, gold, cfg)
+  relevance = (jnp.where(node_mask, batch["relevance"], 0.0)
+               if "relevance" in batch else None)
+  mode = cfg.heuristic_semantic
+  if mode not in ("cosine", "relevance", "auto"):
+    raise ValueError(f"hygrl.heuristic_semantic={mode!r}: 'cosine', "
+                     "'relevance' or 'auto'")
+  if mode == "relevance" and relevance is None:
+    raise ValueError("hygrl.heuristic_semantic='relevance' reads the "
+                     "cross-encoder's m_ce(Q, n): set multihop.relevance="
+                     "cross_encoder")
   return HyGRLInputs(
       adj=adj, node_mask=node_mask, seeds=seeds, gold=gold,
       choice=jnp.zeros_like(node_mask), node_emb=node_emb,
       query=batch["query"], ppr=ppr, adamic_adar=aa, jaccard=jac,
       gold_distance=dist,
       usable=batch["example_mask"] & jnp.any(seeds, 1) & jnp.any(gold, 1),
-      relevance=(jnp.where(node_mask, batch["relevance"], 0.0)
-                 if "relevance" in batch else None),
-      pair=_pair_inputs(batch, tables, cfg))
+      relevance=relevance,
+      pair=_pair_inputs(batch, tables, cfg),
+      semantic=relevance if mode != "cosine" else None)
 
 
 def _pair_inputs(batch, tables, cfg: HyGRLConfig):

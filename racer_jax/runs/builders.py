@@ -164,7 +164,9 @@ def hygrl_config(config):
       heuristic_choice=bool(h.get("heuristic_choice", False)),
       policy_features=h.get("policy_features", "embedding"),
       reward=h.get("reward", "sufficient"),
-      pair_scorer=_pair_scorer(config))
+      pair_scorer=_pair_scorer(config),
+      # runs saved before the field: the cosine
+      heuristic_semantic=h.get("heuristic_semantic", "cosine"))
 
 
 def _pair_scorer(config):

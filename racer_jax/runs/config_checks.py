@@ -61,6 +61,7 @@ _CHOICES = {
     "agents.backend": ("local", "gemini", "openai", "jax"),
     "agents.answer_mode": ("generate", "score"),
     "refiner.beta": ("query", "intrinsic"),
+    "hygrl.heuristic_semantic": ("auto", "cosine", "relevance"),
     "agents.score_metric": ("acc", "acc_norm", "acc_pmi"),
     "agents.thinking_level": ("", "minimal", "low", "medium", "high"),
     "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),

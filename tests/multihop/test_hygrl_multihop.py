@@ -97,6 +97,48 @@ def test_score_features_read_the_cross_encoder_relevance():
   np.testing.assert_allclose(action[:, 2], 0.0)
 
 
+def test_the_heuristic_reads_m_ce_when_the_cross_encoder_gives_it():
+  """Issue 51: HyGRL-Heuristic's semantic metric was the bi-encoder cosine
+  even with multihop.relevance=cross_encoder; it is the paper's m_ce."""
+  import dataclasses
+  from racer_jax.graph import heuristics
+  from racer_jax.rl import hygrl_passages
+  rng = np.random.default_rng(2)
+  b, n, e, d = 1, 6, 8, 4
+  nodes = np.array([[0, 1, 2, 3, 4, -1]], np.int32)
+  batch = {"nodes": nodes, "seeds": np.array([[1, 0, 0, 0, 0, 0]], bool),
+           "senders": rng.integers(0, 5, (b, e)).astype(np.int32),
+           "receivers": rng.integers(0, 5, (b, e)).astype(np.int32),
+           "edge_mask": np.ones((b, e), bool),
+           "gold": np.array([[0, 0, 1, 0, 0, 0]], bool),
+           "query": _unit(rng.normal(size=(b, d))).astype(np.float32),
+           "example_mask": np.ones(b, bool),
+           "relevance": rng.uniform(size=(b, n)).astype(np.float32)}
+  vecs = jnp.asarray(_unit(rng.normal(size=(5, d))), jnp.float32)
+  cfg = hygrl.HyGRLConfig(ppr_iters=5)
+  one = lambda x: jax.tree.map(lambda a: a[0], x)
+  for mode in ("auto", "relevance", "cosine"):
+    x = one(hygrl_passages.passage_inputs(
+        batch, vecs, dataclasses.replace(cfg, heuristic_semantic=mode)))
+    in_seq, front = x.seeds, x.node_mask & ~x.seeds
+    semantic = np.asarray(hygrl.candidate_metrics(x, in_seq, front)[:, 3])
+    if mode == "cosine":
+      context = heuristics.sequence_context(x.query, x.node_emb, in_seq)
+      want = heuristics.semantic_scores(x.node_emb, context)
+    else:
+      want = np.where(nodes[0] >= 0, batch["relevance"][0], 0.0)
+    np.testing.assert_allclose(semantic, np.asarray(
+        heuristics.normalize_per_question(jnp.asarray(want), front)),
+        atol=1e-6)
+  without = {k: v for k, v in batch.items() if k != "relevance"}
+  with pytest.raises(ValueError, match="multihop.relevance=cross_encoder"):
+    hygrl_passages.passage_inputs(
+        without, vecs, dataclasses.replace(cfg, heuristic_semantic="relevance"))
+  x = one(hygrl_passages.passage_inputs(
+      without, vecs, dataclasses.replace(cfg, heuristic_semantic="auto")))
+  assert x.semantic is None   # auto without m_ce: the cosine
+
+
 def _plateau_optimizer(boundary):
   imitation = optax.chain(
       optax.adamw(1e-3),

@@ -346,6 +346,11 @@ def get_config() -> ml_collections.ConfigDict:
   # when multihop.relevance=cross_encoder gives one, as the paper; else the
   # bi-encoder cosine), "cosine" or "relevance"
   config.hygrl.heuristic_semantic = "auto"
+  # Adamic-Adar and Jaccard of a candidate: to v_cur, the node added last
+  # ("current", as the paper writes), or its best link to any node of the
+  # sequence ("sequence", this project's first form, kept until the two are
+  # compared on validation)
+  config.hygrl.pair_anchor = "sequence"
 
   # OpenBookQA's open book as extra knowledge for the answerer
   # (racer_jax/answer/openbook.py), in answer training and evaluation.

@@ -66,6 +66,19 @@ class HyGRLConfig:
   # cross-encoder m_ce(Q, n): the paper's m_ce) or "auto" (relevance when
   # the inputs carry it)
   heuristic_semantic: str = "cosine"
+  # Adamic-Adar and Jaccard of a candidate: "sequence" (its best link to
+  # any sequence node; this project's first form) or "current" (to v_cur,
+  # the node added last, as the paper writes)
+  pair_anchor: str = "sequence"
+
+
+def anchor_of(cfg: HyGRLConfig, window):
+  """v_cur (``window[0]``, the node added last; -1 none) when the pair
+  metrics are anchored there, else None (any sequence node)."""
+  if cfg.pair_anchor not in ("sequence", "current"):
+    raise ValueError(f"hygrl.pair_anchor={cfg.pair_anchor!r}: 'sequence' "
+                     "or 'current'")
+  return window[0] if cfg.pair_anchor == "current" else None
 
 
 def fusion_metrics(cfg: HyGRLConfig) -> tuple[str, ...]:
@@ -149,19 +162,23 @@ def hygrl_inputs(batch, concept_emb, cfg: HyGRLConfig) -> HyGRLInputs:
 
 
 def candidate_metrics(x: HyGRLInputs, in_sequence, frontier,
-                      with_choice: bool = False):
+                      with_choice: bool = False, current=None):
   """float32 [N, 4] (or [N, 5] ``with_choice``): normalized PPR,
-  path-aware Adamic-Adar and Jaccard, semantic match with the question ⊕
-  sequence context (and whether the node grounds an answer choice)."""
+  path-aware Adamic-Adar and Jaccard (to ``current``, int32 [] v_cur, when
+  given; else the best link from the sequence), semantic match with the
+  question ⊕ sequence context (and whether the node grounds an answer
+  choice)."""
   if x.semantic is None:
     context = heuristics.sequence_context(x.query, x.node_emb, in_sequence)
     semantic = heuristics.semantic_scores(x.node_emb, context)
   else:
     semantic = x.semantic
-  raw = (x.ppr,
-         heuristics.expanded_from_scores(x.adamic_adar, x.adj, in_sequence),
-         heuristics.expanded_from_scores(x.jaccard, x.adj, in_sequence),
-         semantic)
+  if current is None:
+    pair = lambda m: heuristics.expanded_from_scores(m, x.adj, in_sequence)
+  else:
+    pair = lambda m: jnp.where(current >= 0, m[jnp.maximum(current, 0)],
+                               0.0).astype(jnp.float32)
+  raw = (x.ppr, pair(x.adamic_adar), pair(x.jaccard), semantic)
   if with_choice:
     raw += (x.choice.astype(jnp.float32),)
   return jnp.stack([heuristics.normalize_per_question(m, frontier)
@@ -169,11 +186,11 @@ def candidate_metrics(x: HyGRLInputs, in_sequence, frontier,
 
 
 def heuristic_prob(theta, x: HyGRLInputs, in_sequence, frontier,
-                   with_choice: bool = False):
+                   with_choice: bool = False, current=None):
   """The fused score S in (0, 1) of every node (HyGRL-Heuristic); θ has
   one entry per metric (:func:`fusion_metrics`)."""
   s = heuristics.fuse(candidate_metrics(x, in_sequence, frontier,
-                                        with_choice), theta)
+                                        with_choice, current), theta)
   return jnp.clip(s, 1e-6, 1.0 - 1e-6)
 
 
@@ -216,18 +233,20 @@ def score_features(x: HyGRLInputs, window, in_sequence):
 
 def policy_logits(policy: HyGRLPolicy, params, x: HyGRLInputs, window,
                   in_sequence, frontier, choice_feature: bool = True,
-                  features: str = "embedding"):
+                  features: str = "embedding", current=None):
   """float32 [N] policy logits of every node as a candidate
   (``features``: :attr:`HyGRLConfig.policy_features`)."""
   if features == "embedding":
     window_features = jnp.where((window >= 0)[:, None],
                                 x.node_emb[jnp.maximum(window, 0)], 0.0)
-    parts = [x.node_emb, candidate_metrics(x, in_sequence, frontier)]
+    parts = [x.node_emb, candidate_metrics(x, in_sequence, frontier,
+                                           current=current)]
   else:
     window_features, action = score_features(x, window, in_sequence)
     parts = [action]
     if features == "scores_heuristics":
-      parts.append(candidate_metrics(x, in_sequence, frontier))
+      parts.append(candidate_metrics(x, in_sequence, frontier,
+                                     current=current))
   if choice_feature:
     parts.append(x.choice[:, None].astype(x.node_emb.dtype))
   return policy.apply(params, window_features,
@@ -263,12 +282,13 @@ def search(x: HyGRLInputs, cfg: HyGRLConfig, *, policy=None, params=None,
     params = jax.lax.stop_gradient(params)
     scorer = lambda w, s, f: policy_logits(policy, params, x, w, s, f,
                                            cfg.policy_choice,
-                                           cfg.policy_features)
+                                           cfg.policy_features,
+                                           anchor_of(cfg, w))
     config = cfg.beam
   else:
     def scorer(w, s, f):
-      del w
-      prob = heuristic_prob(theta, x, s, f, cfg.heuristic_choice)
+      prob = heuristic_prob(theta, x, s, f, cfg.heuristic_choice,
+                            anchor_of(cfg, w))
       return jnp.log(prob) - jnp.log1p(-prob)
     config = dataclasses.replace(cfg.beam, tau=cfg.heuristic_tau)
   return beam.beam_search(scorer, x.adj, x.node_mask, x.seeds, config,
@@ -287,8 +307,8 @@ def _sufficient(x: HyGRLInputs, final, cfg: HyGRLConfig):
 def _trace_logits(policy, params, x, trace, cfg: HyGRLConfig):
   """Differentiable policy logits at every recorded state [D, N]."""
   return jax.vmap(lambda w, s, f: policy_logits(
-      policy, params, x, w, s, f, cfg.policy_choice, cfg.policy_features))(
-          trace.window, trace.in_sequence, trace.frontier)
+      policy, params, x, w, s, f, cfg.policy_choice, cfg.policy_features,
+      anchor_of(cfg, w)))(trace.window, trace.in_sequence, trace.frontier)
 
 
 def calibration_batch(batch, concept_emb, cfg: HyGRLConfig):
@@ -312,7 +332,10 @@ def calibration_of(x: HyGRLInputs, senders, receivers, edge_mask,
     total = dq + x.gold_distance
     shortest = jnp.min(jnp.where(x.node_mask, total, teacher.UNREACHABLE))
     label = (total == shortest) & (shortest < teacher.UNREACHABLE)
-    return (candidate_metrics(x, x.seeds, frontier, cfg.heuristic_choice),
+    start = beam.window_nodes(beam.initial_state(x.seeds, x.node_mask),
+                              cfg.beam.window)
+    return (candidate_metrics(x, x.seeds, frontier, cfg.heuristic_choice,
+                              anchor_of(cfg, start)),
             label, frontier & x.usable)
 
   return jax.vmap(one)(x, senders, receivers, edge_mask)

@@ -123,8 +123,9 @@ def make_passage_retrieval(policy, cfg: HyGRLConfig):
       scorers = {
           "policy": lambda w, s, f: hygrl.policy_logits(
               policy, params, x, w, s, f, cfg.policy_choice,
-              cfg.policy_features),
-          "heuristic": lambda w, s, f: _heuristic_logit(theta, x, s, f, cfg)}
+              cfg.policy_features, hygrl.anchor_of(cfg, w)),
+          "heuristic": lambda w, s, f: _heuristic_logit(theta, x, w, s, f,
+                                                        cfg)}
       for name, scorer in scorers.items():
         kwargs = (dict(policy=policy, params=params) if name == "policy"
                   else dict(theta=theta))
@@ -144,7 +145,8 @@ def make_passage_retrieval(policy, cfg: HyGRLConfig):
   return jax.jit(retrieve)
 
 
-def _heuristic_logit(theta, x, in_sequence, frontier, cfg):
+def _heuristic_logit(theta, x, window, in_sequence, frontier, cfg):
   prob = hygrl.heuristic_prob(theta, x, in_sequence, frontier,
-                              cfg.heuristic_choice)
+                              cfg.heuristic_choice,
+                              hygrl.anchor_of(cfg, window))
   return jnp.log(prob) - jnp.log1p(-prob)

@@ -18,8 +18,8 @@ import optax
 
 from racer_jax.rl import losses
 from racer_jax.rl.hygrl import (HyGRLConfig, HyGRLInputs, _sufficient,
-                                _trace_logits, heuristic_prob, hygrl_inputs,
-                                search)
+                                _trace_logits, anchor_of, heuristic_prob,
+                                hygrl_inputs, search)
 from racer_jax.rl.policy import HyGRLPolicy
 from racer_jax.rl.walker_update import TrainState, apply_guarded
 
@@ -30,9 +30,9 @@ def imitation_loss(params, policy, x: HyGRLInputs, theta, cfg: HyGRLConfig):
   def one(x):
     final, trace = search(x, cfg, theta=theta)
     logits = _trace_logits(policy, params, x, trace, cfg)
-    s = jax.vmap(lambda st, f: heuristic_prob(theta, x, st, f,
-                                              cfg.heuristic_choice))(
-        trace.in_sequence, trace.frontier)
+    s = jax.vmap(lambda w, st, f: heuristic_prob(
+        theta, x, st, f, cfg.heuristic_choice, anchor_of(cfg, w)))(
+            trace.window, trace.in_sequence, trace.frontier)
     confident = (s >= cfg.label_high) | (s <= cfg.label_low)
     mask = trace.frontier & confident & trace.active[:, None] & x.usable
     per = optax.sigmoid_binary_cross_entropy(
@@ -71,9 +71,9 @@ def _pairs(rng, trace, x: HyGRLInputs, theta, cfg: HyGRLConfig,
                                  shape=(d_steps, p))
   second = jax.random.categorical(keys[1], logits[:, None, :], axis=-1,
                                   shape=(d_steps, p))
-  fused = jax.vmap(lambda st, f: heuristic_prob(
-      theta, x, st, f, cfg.heuristic_choice))(
-          trace.in_sequence, trace.frontier)                 # [D, N]
+  fused = jax.vmap(lambda w, st, f: heuristic_prob(
+      theta, x, st, f, cfg.heuristic_choice, anchor_of(cfg, w)))(
+          trace.window, trace.in_sequence, trace.frontier)   # [D, N]
   pref = mentor(x, first, second, jnp.take_along_axis(fused, first, axis=1),
                 jnp.take_along_axis(fused, second, axis=1))
   ok = (trace.active & jnp.any(trace.frontier, axis=1))[:, None] & (

@@ -166,7 +166,8 @@ def hygrl_config(config):
       reward=h.get("reward", "sufficient"),
       pair_scorer=_pair_scorer(config),
       # runs saved before the field: the cosine
-      heuristic_semantic=h.get("heuristic_semantic", "cosine"))
+      heuristic_semantic=h.get("heuristic_semantic", "cosine"),
+      pair_anchor=h.get("pair_anchor", "sequence"))
 
 
 def _pair_scorer(config):

@@ -62,6 +62,7 @@ _CHOICES = {
     "agents.answer_mode": ("generate", "score"),
     "refiner.beta": ("query", "intrinsic"),
     "hygrl.heuristic_semantic": ("auto", "cosine", "relevance"),
+    "hygrl.pair_anchor": ("sequence", "current"),
     "agents.score_metric": ("acc", "acc_norm", "acc_pmi"),
     "agents.thinking_level": ("", "minimal", "low", "medium", "high"),
     "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),

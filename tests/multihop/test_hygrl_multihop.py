@@ -139,6 +139,63 @@ def test_the_heuristic_reads_m_ce_when_the_cross_encoder_gives_it():
   assert x.semantic is None   # auto without m_ce: the cosine
 
 
+def test_pair_metrics_anchored_at_v_cur():
+  """hygrl.pair_anchor='current': Adamic-Adar and Jaccard of a candidate
+  against v_cur (the node added last), as the paper writes; 'sequence'
+  keeps the best link from any sequence node."""
+  import dataclasses
+  from racer_jax.graph import beam, heuristics
+  from racer_jax.rl import hygrl_passages
+  rng = np.random.default_rng(4)
+  b, n, e, d = 1, 8, 14, 4
+  batch = {"nodes": np.arange(n, dtype=np.int32)[None],
+           "seeds": np.array([[1, 0, 1, 0, 0, 0, 0, 0]], bool),
+           "senders": rng.integers(0, n, (b, e)).astype(np.int32),
+           "receivers": rng.integers(0, n, (b, e)).astype(np.int32),
+           "edge_mask": np.ones((b, e), bool),
+           "gold": np.array([[0, 0, 0, 0, 0, 1, 0, 0]], bool),
+           "query": _unit(rng.normal(size=(b, d))).astype(np.float32),
+           "example_mask": np.ones(b, bool)}
+  vecs = jnp.asarray(_unit(rng.normal(size=(n, d))), jnp.float32)
+  cfg = hygrl.HyGRLConfig(ppr_iters=5)
+  x = jax.tree.map(lambda a: a[0], hygrl_passages.passage_inputs(
+      batch, vecs, cfg))
+  in_seq, front = x.seeds, beam.frontier_of(x.adj, x.seeds, x.node_mask)
+  current = hygrl.anchor_of(dataclasses.replace(cfg, pair_anchor="current"),
+                            jnp.array([2, 0, -1, -1]))
+  assert int(current) == 2
+  anchored = hygrl.candidate_metrics(x, in_seq, front, current=current)
+  best = hygrl.candidate_metrics(x, in_seq, front)
+  for col, table in ((1, x.adamic_adar), (2, x.jaccard)):
+    np.testing.assert_allclose(anchored[:, col], heuristics.normalize_per_question(
+        table[2].astype(jnp.float32), front), atol=1e-6)
+    np.testing.assert_allclose(best[:, col], heuristics.normalize_per_question(
+        heuristics.expanded_from_scores(table, x.adj, in_seq), front),
+        atol=1e-6)
+  np.testing.assert_array_equal(anchored[:, [0, 3]], best[:, [0, 3]])
+  assert hygrl.anchor_of(cfg, jnp.array([2, 0])) is None
+  # the calibration's first step anchors at the seed added last
+  labels = []
+  for anchor in ("sequence", "current"):
+    c = dataclasses.replace(cfg, pair_anchor=anchor)
+    xb = hygrl_passages.passage_inputs(batch, vecs, c)
+    m, lab, mask = hygrl.calibration_of(
+        xb, batch["senders"], batch["receivers"], batch["edge_mask"], c)
+    labels.append(np.asarray(m[0][:, 1]))
+  start = beam.window_nodes(beam.initial_state(x.seeds, x.node_mask), 4)
+  assert int(start[0]) == 2
+  np.testing.assert_allclose(labels[1], heuristics.normalize_per_question(
+      x.adamic_adar[2].astype(jnp.float32), front), atol=1e-6)
+  # the heuristic's search runs anchored too, and its first step scores
+  # the frontier as the anchored metrics say
+  c = dataclasses.replace(cfg, pair_anchor="current")
+  theta = jnp.zeros(len(hygrl.fusion_metrics(c)))
+  final, trace = jax.jit(lambda x: hygrl.search(x, c, theta=theta))(x)
+  want = hygrl.heuristic_prob(theta, x, in_seq, front, current=current)
+  np.testing.assert_allclose(trace.prob[0], jnp.where(front, want, 0.0),
+                             rtol=1e-5)
+
+
 def _plateau_optimizer(boundary):
   imitation = optax.chain(
       optax.adamw(1e-3),

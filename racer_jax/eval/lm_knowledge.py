@@ -85,12 +85,15 @@ def _arm_facts(stack, data, indices, arm: str, paths: dict, seed: int,
                                  examples, stack.keep)
 
 
-def _score_arm(scorer, examples, facts, fmt, cap, progress):
-  texts = [arms_lib.knowledge_text(e.choices, facts[i], fmt, cap)
-           for i, e in examples]
+def _knowledge_texts(examples, facts, fmt, cap) -> list[str]:
+  return [arms_lib.knowledge_text(e.choices, facts[i], fmt, cap)
+          for i, e in examples]
+
+
+def _score_arm(scorer, examples, texts, progress):
   requests = [cloze.cloze_request(e.stem, e.choices, t)
               for (_, e), t in zip(examples, texts)]
-  return texts, scorer.score_many(requests, progress=progress)
+  return scorer.score_many(requests, progress=progress)
 
 
 def _correct(examples, scores, neutral, metric) -> np.ndarray:
@@ -154,14 +157,13 @@ def _choose_format(scorer, val_examples, val_paths, metric, val_neutral,
   grid = []
   for fmt in arms_lib.FORMATS:
     for cap in CAPS:
-      _, scores = _score_arm(scorer, val_examples, val_paths, fmt, cap,
-                             progress)
+      scores = _score_arm(scorer, val_examples, _knowledge_texts(
+          val_examples, val_paths, fmt, cap), progress)
       grid.append({"format": fmt, "cap": cap, "accuracy": float(
           _correct(val_examples, scores, val_neutral, metric).mean())})
   best = max(grid, key=lambda g: g["accuracy"])
-  _, none = _score_arm(scorer, val_examples, {
-      i: [[] for _ in e.choices] for i, e in val_examples}, "triples", 1,
-                       progress)
+  none = _score_arm(scorer, val_examples, [""] * len(val_examples),
+                    progress)
   log(f"knowledge format: {best['format']}, at most {best['cap']} lines "
       f"(validation {metric} {best['accuracy']:.3f}; no knowledge "
       f"{_correct(val_examples, none, val_neutral, metric).mean():.3f})")
@@ -235,23 +237,27 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
                           stack.keep, "lm_validation_grid": grid,
                           "lm_validation_questions": len(val_examples)}
   for arm in arms:
+    facts = (ablated[arm] if arm in ablated else
+             _arm_facts(stack, data, indices, arm, paths, seed, data_dir))
+    texts = _knowledge_texts(examples, facts, fmt, cap)
+    # reused only for the very texts scored (another retrieval, or another
+    # version of it, writes other knowledge: scored again)
     key = _fingerprint(scorer=scorer.name, arm=arm, format=fmt, cap=cap,
                        seed=seed, ids=[e.id for _, e in examples],
                        version=ARMS_VERSION,
                        source=(ablation_workdirs[arm[len("paths_"):]]
-                               if arm in ablated else None))
+                               if arm in ablated else None),
+                       knowledge=hashlib.sha256(json.dumps(texts).encode()
+                                                ).hexdigest())
     path = out_dir / f"{arm}.jsonl"
     found = _load(path, key)
     if found is None:
       log(f"arm {arm}: scoring {len(examples)} questions")
-      facts = (ablated[arm] if arm in ablated else
-               _arm_facts(stack, data, indices, arm, paths, seed, data_dir))
-      texts, scores = _score_arm(scorer, examples, facts, fmt, cap,
-                                 progress)
+      scores = _score_arm(scorer, examples, texts, progress)
       _save(path, key, examples, texts, scores, neutral)
     else:
       log(f"arm {arm}: reusing {path}")
-      texts, scores = found
+      scores = found[1]
     for m in choice_scoring.METRICS:
       hits = _correct(examples, scores, neutral, m)
       figures[f"lm_{m}_{arm}"] = float(hits.mean())

@@ -130,6 +130,24 @@ def test_every_arm_scored_on_a_trained_answer_run(head_run, retrieval_runs,
                                     progress=False)
   assert {k: v for k, v in again.items() if k != "machine"} == {
       k: v for k, v in figures.items() if k != "machine"}
+  # a retrieval that now shows other paths (here none) is scored again,
+  # not reused; the arms whose knowledge did not change are reused
+  from racer_jax.eval import lm_knowledge_arms
+  assert figures["lm_questions_with_paths"] > 0
+  before = read("paths")
+  assert any(before)
+  nothing = lambda graph, data, *a, **k: {
+      int(i): [[] for _ in data.examples[int(i)].choices]
+      for i in data.dataset.ids}
+  none_file = (_arms_dir(run) / "none.jsonl").stat().st_mtime_ns
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(lm_knowledge_arms, "shown_paths", nothing)
+    changed = evaluate_run.evaluate_run(config, None, run, {
+        **options, "lm_format": f"{figures['lm_format']}:"
+        f"{figures['lm_fact_cap']}"}, progress=False)
+  assert read("paths") == [""] * n != before
+  assert changed["lm_acc_norm_paths"] == changed["lm_acc_norm_none"]
+  assert (_arms_dir(run) / "none.jsonl").stat().st_mtime_ns == none_file
 
 
 def test_options_that_do_not_apply_are_refused(tmp_path):

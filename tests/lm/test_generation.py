@@ -13,6 +13,8 @@ from racer_jax.agents.jax_backend import JaxBackend  # noqa: E402
 from racer_jax.lm import causal_lm, generation, jax_scorer  # noqa: E402
 from tests.lm import tiny_gguf  # noqa: E402
 
+pytestmark = pytest.mark.slow  # ~25 s of compiles: the default run is full
+
 
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):

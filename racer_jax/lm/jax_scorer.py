@@ -207,12 +207,18 @@ def full_sequence_logprobs(lm: causal_lm.CausalLM, ids: Sequence[int]
                            ) -> tuple[np.ndarray, np.ndarray]:
   """log p(ids[t] | ids[:t]) for t >= 1 and the model's top-1 token at
   each step: (T-1,) float32, (T-1,) int32 (parity checks)."""
-  logp, top = _sequence_program(lm.graphdef, lm.state,
-                                jnp.asarray([list(ids)], jnp.int32))
+  program = _SEQUENCE_PROGRAMS.get(id(lm.graphdef))
+  if program is None:   # one per model: tunix's Qwen2 graphdef is not
+    # hashable, so it cannot be a static argument; it is closed over
+    program = _SEQUENCE_PROGRAMS[id(lm.graphdef)] = jax.jit(
+        functools.partial(_sequence_program, lm.graphdef))
+  logp, top = program(lm.state, jnp.asarray([list(ids)], jnp.int32))
   return causal_lm.as_numpy(logp), causal_lm.as_numpy(top)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+_SEQUENCE_PROGRAMS: dict = {}
+
+
 def _sequence_program(graphdef, state, x):
   n = x.shape[1]
   mask = jnp.tril(jnp.ones((n, n), bool))[None]

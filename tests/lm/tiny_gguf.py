@@ -82,9 +82,23 @@ def write_tiny_llama(path: Path, seed: int = 0, tied: bool = True) -> dict:
   return weights
 
 
-def write_tiny_hf_folder(folder: Path, weights: dict, tokenizer) -> None:
+def qkv_biases(seed: int = 1) -> dict:
+  """Qwen2's attention biases for the tiny model: ``blk.i.attn_{q,k,v}``
+  -> float32 [out]."""
+  rng = np.random.default_rng(seed)
+  n, k, h = DIMS["num_heads"], DIMS["num_kv_heads"], DIMS["head_dim"]
+  return {f"blk.{i}.attn_{p}": (rng.standard_normal(
+      (n if p == "q" else k) * h) * 0.2).astype(np.float32)
+          for i in range(DIMS["num_layers"]) for p in "qkv"}
+
+
+def write_tiny_hf_folder(folder: Path, weights: dict, tokenizer,
+                         model_type: str = "llama",
+                         biases: dict | None = None) -> None:
   """The same model as a Hugging Face folder: config.json, the weights
-  under transformers' Llama names in model.safetensors, tokenizer.json."""
+  under transformers' Llama names in model.safetensors, tokenizer.json;
+  ``model_type="qwen2"`` with ``biases`` (:func:`qkv_biases`): Qwen2's
+  q/k/v projection biases too."""
   import json
 
   from safetensors.numpy import save_file
@@ -100,10 +114,13 @@ def write_tiny_hf_folder(folder: Path, weights: dict, tokenizer) -> None:
     if name.startswith("blk."):
       _, i, kind, _ = name.split(".")
       hf[f"model.layers.{i}.{names[kind]}.weight"] = value
+  for name, value in (biases or {}).items():
+    _, i, kind = name.split(".")
+    hf[f"model.layers.{i}.{names[kind]}.bias"] = value
   save_file({k: np.ascontiguousarray(v) for k, v in hf.items()},
             str(folder / "model.safetensors"))
   (folder / "config.json").write_text(json.dumps({
-      "model_type": "llama", "num_hidden_layers": DIMS["num_layers"],
+      "model_type": model_type, "num_hidden_layers": DIMS["num_layers"],
       "vocab_size": weights["token_embd.weight"].shape[0],
       "hidden_size": DIMS["embed_dim"],
       "intermediate_size": DIMS["hidden_dim"],

@@ -98,7 +98,7 @@ def test_dry_run_counts_the_calls_the_real_run_makes(head_run, llama_server,
                                max_questions=4, dry_run=True, **QUIET)
   assert again["llm_new_calls"] == 0 and again["input_tokens"] == 0
   assert again["input_tokens_all_prompts"] == \
-      dry["input_tokens_all_prompts"] == dry["input_tokens"] > 0
+      dry["input_tokens_all_prompts"] >= dry["input_tokens"] > 0
 
 
 @pytest.mark.xdist_group("llama")

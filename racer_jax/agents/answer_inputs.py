@@ -36,11 +36,10 @@ def dump_split(agent: GraphAgent, split_data, path: Path, batch_size: int,
   rows: dict[int, list] = {}
   evidence: dict[int, list] = {}
   dataset = split_data.dataset
-  for i, batch in enumerate(tqdm.tqdm(
+  for batch in tqdm.tqdm(
       dataset.ordered_batches(batch_size), desc=f"retrieve {path.stem}",
-      total=dataset.batches_per_epoch(batch_size), disable=not progress)):
-    out, per_row = agent.retrieve(batch, jax.random.fold_in(
-        jax.random.PRNGKey(seed), i))
+      total=dataset.batches_per_epoch(batch_size), disable=not progress):
+    out, per_row = agent.retrieve(batch, jax.random.PRNGKey(seed))
     for b, choices in enumerate(per_row):
       if choices is not None:
         rows[int(batch.example_index[b])] = choices

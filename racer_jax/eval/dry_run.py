@@ -71,11 +71,10 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
         collab.critic = LLMCritic(backend, accept_all, scratch, shots,
                                   show_facts=show)
       collab.graph.reset_memory()
-      for i, batch in enumerate(tqdm.tqdm(
-          batches, desc=f"dry run: {name} seed {s}", disable=not progress)):
+      for batch in tqdm.tqdm(
+          batches, desc=f"dry run: {name} seed {s}", disable=not progress):
         before = len(backend.recorded)
-        collab.run_batch(batch, data.examples, jax.random.fold_in(
-            jax.random.PRNGKey(seed), i))
+        collab.run_batch(batch, data.examples, jax.random.PRNGKey(seed))
         marks += [(name, s)] * (len(backend.recorded) - before)
   questions = int(data.dataset.num_questions)
   per_agent = collections.defaultdict(collections.Counter)

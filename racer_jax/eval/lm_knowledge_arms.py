@@ -43,9 +43,10 @@ def shown_paths(graph, data, seed: int, batch_size: int) -> dict[int, Facts]:
   ``graph`` keeps that reach the choice (the LLM's view; one round, the
   first of the agents' loop, ``seed`` as the evaluation's)."""
   out = {}
-  for i, batch in enumerate(data.dataset.ordered_batches(batch_size)):
-    rng = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), i),
-                             0)
+  # as the agents' loop's first round (the pass's key, turn 0); each
+  # question then draws from its own index, whatever its batch
+  rng = jax.random.fold_in(jax.random.PRNGKey(seed), 0)
+  for batch in data.dataset.ordered_batches(batch_size):
     _, rows = graph.retrieve(batch, rng, temperature=graph.temperature)
     for b, per_choice in enumerate(rows):
       if per_choice is None:

@@ -8,8 +8,9 @@ atomically in ``<name>.jsonl.state.npz``. ``resume`` trusts the state: it
 keeps the records of the batches the state counts as done, drops anything
 after them (a torn last line, or a batch whose state never got written),
 restores the memory and goes on, so a resumed pass computes exactly what an
-uninterrupted one does (batch ``i`` always samples with
-``fold_in(PRNGKey(seed), i)``).
+uninterrupted one does (every batch samples from ``PRNGKey(seed)``, each
+question from its own dataset index: a question's walks depend neither on
+its batch nor on the questions beside it).
 """
 
 from __future__ import annotations
@@ -129,8 +130,7 @@ def run_pass(collab, split_data, *, batch_size: int, seed: int, path: Path,
         return PassResult(sorted(kept, key=lambda r: r["index"]), resumed,
                           torn, False)
       results = collab.run_batch(batch, split_data.examples,
-                                 jax.random.fold_in(jax.random.PRNGKey(seed),
-                                                    i))
+                                 jax.random.PRNGKey(seed))
       rows = []
       for r in results:
         if annotate is not None:

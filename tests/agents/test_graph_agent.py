@@ -208,3 +208,20 @@ def test_a_questions_paths_do_not_depend_on_its_batch(agent, demo_workspace,
   for q in apart:
     assert apart[q] == together[q]
   assert any(any(choice) for choice in together[2])
+
+
+def test_an_evaluations_first_questions_see_the_full_runs_paths(
+    agent, demo_workspace, retrieval_runs):
+  """The paths an evaluation shows a question (here the LM knowledge
+  arm's) are the same in a --max_questions=N run as in the full run: the
+  batch key holds no batch index, the draws are per question."""
+  from racer_jax.agents.stack import subset
+  from racer_jax.eval import lm_knowledge_arms
+  config = retrieval_runs[0]
+  data = demo_workspace.splits["dev"]
+  full = lm_knowledge_arms.shown_paths(agent, data, 0, 4)
+  first = lm_knowledge_arms.shown_paths(
+      agent, subset(data, np.array([3, 7, 9]), config), 0, 4)
+  assert set(first) == {3, 7, 9}
+  for q in first:
+    assert first[q] == full[q]

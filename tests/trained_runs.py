@@ -80,3 +80,13 @@ def head_run(retrieval_runs, tmp_path_factory):
   return _train_answer(retrieval_runs, tmp_path_factory, "head",
                        model="frozen_head", head_epochs=10.0,
                        head_batch_size=8)
+
+
+def copy_of_run(run, tmp_path_factory, name: str):
+  """``(config, folder)``: a copy of the trained run ``run`` (``(config,
+  workdir)``) without its evaluations, for tests that evaluate into it."""
+  import shutil
+  config, workdir = run
+  dst = tmp_path_factory.mktemp(name) / "run"
+  shutil.copytree(workdir, dst, ignore=shutil.ignore_patterns("eval"))
+  return config, dst

@@ -4,13 +4,13 @@ evaluation file whose name holds a dot, one labelled question, none, and
 seeds that cannot be. Each ends in the right result or a clear refusal."""
 
 import json
-import shutil
 
 import pytest
 
 from racer_jax.data.datasets import DEMO_DIR
 from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, evaluate_run
+from tests.trained_runs import copy_of_run
 
 QUIET = dict(progress=False, log=lambda _: None)
 LINES = (DEMO_DIR / "dev.jsonl").read_text().splitlines()
@@ -19,10 +19,7 @@ LINES = (DEMO_DIR / "dev.jsonl").read_text().splitlines()
 @pytest.fixture(scope="module")
 def run_copy(answer_run, tmp_path_factory):
   """A copy of the demo answer run (its critic calibrated once)."""
-  config, workdir = answer_run
-  dst = tmp_path_factory.mktemp("probe") / "run"
-  shutil.copytree(workdir, dst, ignore=shutil.ignore_patterns("eval"))
-  return config, dst
+  return copy_of_run(answer_run, tmp_path_factory, "probe")
 
 
 def _file(folder, name, lines):

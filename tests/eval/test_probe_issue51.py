@@ -3,7 +3,6 @@ check that fails without its fix."""
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 
@@ -13,12 +12,13 @@ import pytest
 
 from configs import default as default_config
 from racer_jax.agents import llm_backends
-from racer_jax.errors import ConfigError
 from racer_jax.agents.answer_agent import LocalAnswerer
 from racer_jax.data import qa
 from racer_jax.data.datasets import DEMO_DIR
+from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, head_only
 from tests.conftest import REPO
+from tests.trained_runs import copy_of_run
 
 QUIET = dict(progress=False, log=lambda _: None)
 
@@ -26,10 +26,7 @@ QUIET = dict(progress=False, log=lambda _: None)
 @pytest.fixture(scope="module")
 def run_copy(answer_run, tmp_path_factory):
   """A copy of the demo answer run (its critic calibrated once)."""
-  config, workdir = answer_run
-  dst = tmp_path_factory.mktemp("probe51") / "run"
-  shutil.copytree(workdir, dst, ignore=shutil.ignore_patterns("eval"))
-  return config, dst
+  return copy_of_run(answer_run, tmp_path_factory, "probe51")
 
 
 @pytest.mark.slow  # evaluations of the demo answer run

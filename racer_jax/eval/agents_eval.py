@@ -51,8 +51,8 @@ from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import (calibration, head_only, llm_figures, passes,
                             paths_choice, report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
-from racer_jax.eval import folder_lock
 from racer_jax.eval import qa_metrics as metrics_lib
+from racer_jax.runs import workdir_lock
 
 # name -> what changes.
 ABLATIONS = {
@@ -136,7 +136,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   name += f".first{max_questions}" if max_questions else ""
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
-  with folder_lock.held(out_dir):
+  with workdir_lock.hold(out_dir, what="evaluation folder"):
     if ensemble:
       resume_checks.require_same(
           out_dir / "members.json", {"workdirs": local.workdirs,

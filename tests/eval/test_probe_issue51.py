@@ -98,14 +98,15 @@ def test_a_second_evaluation_into_a_busy_folder_is_refused(run_copy,
   folder = workdir / "eval" / figures["name"]
   holder = subprocess.Popen(
       [sys.executable, "-c", "import sys, time\n"
-       "from racer_jax.eval import folder_lock\n"
-       "with folder_lock.held(sys.argv[1]):\n"
+       "from racer_jax.runs import workdir_lock\n"
+       "with workdir_lock.hold(sys.argv[1]):\n"
        "  print('held', flush=True); time.sleep(60)", str(folder)],
       stdout=subprocess.PIPE, text=True, cwd=REPO)
   try:
     assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(ConfigError, match=f"{folder}: another evaluation is "
-                       f"writing this folder \\(pid {holder.pid} since"):
+    with pytest.raises(ConfigError, match=f"{folder} is in use by pid "
+                       f"{holder.pid} on .*: one process per evaluation "
+                       "folder"):
       agents_eval.evaluate(config, None, workdir, eval_file=str(path),
                            seeds=1, **QUIET)
   finally:

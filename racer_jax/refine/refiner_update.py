@@ -21,7 +21,8 @@ from racer_jax.refine import refiner as refiner_lib
 from racer_jax.rl import kg_rollout, kg_walker_update
 from racer_jax.rl import rollout as rollout_lib
 from racer_jax.rl.walk_inputs import walk_inputs
-from racer_jax.rl.walker_update import TrainState, WalkerTrainConfig, apply_guarded
+from racer_jax.rl.walker_update import (TrainState, WalkerTrainConfig,
+                                       apply_guarded, global_edge_ids)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,9 +185,7 @@ def intrinsic_features(batch, paths, edge_quality=None, whole=None):
     quality = jnp.zeros(edges.shape, jnp.float32)
   else:
     if whole is None:   # local subgraph edges -> global edge ids
-      edges = jax.vmap(lambda table, e: jnp.where(
-          e >= 0, table[jnp.maximum(e, 0)], -1))(
-              batch.graphs.edges["edge_id"], edges)
+      edges = global_edge_ids(batch, edges)
     quality = jnp.where(taken, edge_quality[jnp.maximum(edges, 0)], 0.0)
   log_prob = jnp.where(paths["valid"], paths["log_prob"], 0.0)
   return jnp.stack([
@@ -209,7 +208,10 @@ def refiner_outputs(refiner, params, batch, concept_emb, rel_emb, paths,
     choices = {"choice_emb": choice_scorer.choice_vectors(batch, concept_emb),
                "choice_valid": batch.choice_valid,
                "choice": paths["choice"], "reached": paths["reached"]}
-  intrinsic = intrinsic_features(batch, paths, edge_quality, whole)
+  intrinsic = (intrinsic_features(batch, paths, edge_quality, whole)
+               if refiner.beta == "intrinsic" else
+               jnp.zeros(paths["valid"].shape +
+                         (len(refiner_lib.INTRINSIC_FEATURES),)))
   out = jax.vmap(lambda h, r, t, m, v, q, c, i: refiner.apply(
       params, h, r, t, m, v, q, c, i, mix))(
           head, rel, tail, hop_mask, paths["valid"], batch.query, choices,

@@ -97,11 +97,12 @@ def _quality(cfg: WalkerTrainConfig, memory):
                              prior=cfg.memory_prior)
 
 
-def global_edge_ids(batch, traj):
-  """int32 [B, W, T] global edge ids of the walks' hops (-1: no hop)."""
+def global_edge_ids(batch, edges):
+  """int32 [B, W, T] global edge ids of the hops ``edges`` [B, W, T] (local
+  subgraph edge ids, -1: no hop)."""
   ids = jax.vmap(lambda table, e: jnp.where(e >= 0, table[jnp.maximum(e, 0)],
                                             -1))(
-      batch.graphs.edges["edge_id"], traj.edges)
+      batch.graphs.edges["edge_id"], edges)
   return ids.astype(jnp.int32)
 
 
@@ -149,7 +150,7 @@ def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
                  cfg.reward)
   valid = inputs.start_mask                                    # [B, W]
   loss, metrics, outcome = walker_objective(traj, valid, cfg)
-  paths = (global_edge_ids(batch, traj), outcome)
+  paths = (global_edge_ids(batch, traj.edges), outcome)
   return loss, (metrics, jax.lax.stop_gradient(paths))
 
 
@@ -259,7 +260,7 @@ def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
     traj = rollout(policy, params, inputs, rel_emb, jax.random.PRNGKey(0),
                    0.0, greedy, cfg.reward)
     return greedy_walk_metrics(traj, inputs.start_mask,
-                               global_edge_ids(batch, traj))
+                               global_edge_ids(batch, traj.edges))
 
   def evaluate(params, batch, concept_emb, rel_emb, theta=None,
                memory=None):

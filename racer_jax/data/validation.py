@@ -16,6 +16,7 @@ import numpy as np
 from racer_jax.errors import ConfigError
 
 FIELD = "answer.validation_fraction"
+SPLIT = "validation"   # the evaluation's name for the slice (``--split``)
 
 
 def validation_indices(num_questions: int, fraction: float,
@@ -72,3 +73,25 @@ def require_slice(config, where) -> tuple[float, int]:
         "critic on; retrain with a validation fraction > 0, or pass "
         "--legacy_critic_calibration")
   return found
+
+
+def source_split(config, split: str, where) -> str:
+  """The dataset split to load for evaluating ``split``: ``SPLIT`` names the
+  validation slice of ``config.train.split`` (the questions training left
+  out), any other name itself. A :class:`ConfigError` for ``SPLIT`` when the
+  run keeps no slice (``where``: the run folder)."""
+  if split != SPLIT:
+    return split
+  found = slice_of(config)
+  if not found or found[0] <= 0.0:
+    raise ConfigError(
+        f"{where}: --split={SPLIT} evaluates the questions training left "
+        f"out, but this run kept none ({FIELD}="
+        f"{found[0] if found else 'absent'})")
+  return config.train.split
+
+
+def evaluated_rows(config, split: str, num_questions: int):
+  """int64 rows of the loaded split that ``split`` evaluates: the held-out
+  slice for ``SPLIT``, None (the split's own dataset) otherwise."""
+  return split_rows(config, num_questions)[1] if split == SPLIT else None

@@ -16,6 +16,7 @@ import dataclasses
 from pathlib import Path
 
 from racer_jax.agents import llm_backends
+from racer_jax.data import validation
 from racer_jax.errors import ConfigError, a_or_an
 from racer_jax.runs import run_config
 from racer_jax.runs.config_checks import check_config
@@ -44,7 +45,9 @@ class Option:
 OPTIONS = (
     Option("step", "integer", None, "Checkpoint step (default: the newest).",
            _CHECKPOINTED),
-    Option("split", "string", None, "Split (default: eval.split).", _TRAINED),
+    Option("split", "string", None, "Split (default: eval.split); "
+           "refiner and whole-graph walker runs also take 'validation', "
+           "the training questions the run left out.", _TRAINED),
     Option("memory_beta", "float", None, "Walker runs with a shared memory: "
            "override its reranking weight (0 = memory off).", ("walker",)),
     Option("taus", "list", [], "HyGRL runs: also evaluate policy and "
@@ -213,6 +216,13 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
         _pairs(o["compare"], "compare"), workdir, key=o["compare_key"],
         target=o["target"])
   check_config(config)
+  if o["split"] == validation.SPLIT and not (
+      kind == "refiner" or (kind == "walker" and
+                            config.walker.get("graph", "subgraph") == "kg")):
+    raise ConfigError(f"--split={validation.SPLIT}: only refiner and "
+                      f"whole-graph walker runs evaluate on their validation "
+                      f"slice; {a_or_an(kind)} run takes a dataset "
+                      "split")
   if kind == "answer_only":
     return answer_eval.evaluate(config, data_dir, workdir,
                                 ensemble=o["ensemble"], split=o["split"],

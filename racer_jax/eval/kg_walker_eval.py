@@ -33,6 +33,7 @@ import jax
 import numpy as np
 import tqdm
 
+from racer_jax.data import validation
 from racer_jax.rl import kg_walker_update
 from racer_jax.runs import builders
 from racer_jax.runs.kg_walker_inputs import goal_data, whole_graph
@@ -191,8 +192,9 @@ def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
     with config.unlocked():
       config.memory.beta = float(memory_beta)
   split = split or config.eval.split
+  source = validation.source_split(config, split, workdir)
   ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
-                      [split], progress=progress, log=log)
+                      [source], progress=progress, log=log)
   policy, state, _, step = builders.restore_walker(
       config, workdir, embed_dim=ws.concept_emb.shape[1],
       num_edges=ws.kg.num_edges, step=step, log=log)
@@ -200,13 +202,14 @@ def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
       policy, builders.walker_train_config(config),
       config.walker.get("eval_samples", 0))
   graph = whole_graph(config, ws, log)
-  data = goal_data(config, ws, split, log)
+  data = goal_data(config, ws, source, log, rows=validation.evaluated_rows(
+      config, split, len(ws.splits[source].examples)))
   out_dir = workdir / "eval"
   out_dir.mkdir(exist_ok=True)
   rows_path = out_dir / f"{split}_step{step}.jsonl"
   with open(rows_path, "w", encoding="utf-8") as f:
     figures = run_kg_eval(evaluate_fn, state.params, graph, data,
-                          ws.splits[split].examples, ws.kg, ws.relation_emb,
+                          ws.splits[source].examples, ws.kg, ws.relation_emb,
                           config.eval.batch_size, rows_file=f,
                           progress=progress, desc=f"evaluate {split}",
                           memory=state.memory)

@@ -101,8 +101,12 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   sweep over k' (figures under ``sweep``) for choosing k' on validation."""
   workdir = Path(workdir)
   split = split or config.eval.split
+  source = validation.source_split(config, split, workdir)
   ws = load_workspace(config, data_dir, builders.prep_dir_of(config, workdir),
-                      [split], progress=progress, log=log)
+                      [source], progress=progress, log=log)
+  data = ws.splits[source]
+  rows = validation.evaluated_rows(config, split, len(data.examples))
+  data = data if rows is None else subset(data, rows, config)
   wconfig, walker, wstate, wstep, quality = load_walker(
       config.refiner.walker_workdir, ws, log)
   refiner, _, template = create_state(config, ws.concept_emb.shape[1],
@@ -113,7 +117,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
       refiner, walker, builders.walker_train_config(wconfig),
       refiner_config(config, wconfig), top_ks=tuple(top_ks))
   whole = walker_graph(wconfig, ws, log)
-  run = lambda q, tag: _run(evaluate_fn, state.params, ws.splits[split],
+  run = lambda q, tag: _run(evaluate_fn, state.params, data,
                             wstate.params, ws, q, config.eval.batch_size,
                             config.seed, progress, f"refiner eval ({tag})",
                             tuple(top_ks), whole)

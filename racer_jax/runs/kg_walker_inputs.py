@@ -45,11 +45,13 @@ def whole_graph(config, ws, log=print) -> wg.WholeGraph:
   return wg.from_table(table, ws.concept_emb)
 
 
-def goal_data(config, ws, split: str, log=print) -> goal_batch.GoalDataset:
+def goal_data(config, ws, split: str, log=print,
+              rows=None) -> goal_batch.GoalDataset:
   """The split's questions (its dataset's ids: the validation slice stays
-  out of a training split) as goal batches."""
+  out of a training split; ``rows``: these dataset indices instead) as goal
+  batches."""
   data = ws.splits[split]
-  ids = np.asarray(data.dataset.ids)
+  ids = np.asarray(data.dataset.ids if rows is None else rows)
   dataset = goal_batch.goal_dataset(
       config, ws.prep_dir, split, ws.kg,
       [e.answer_index for e in data.examples], data.query, ids)

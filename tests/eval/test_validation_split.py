@@ -1,0 +1,60 @@
+"""``--split=validation``: refiner and whole-graph walker runs evaluated on
+the training questions they left out (the slice their defaults are chosen
+on), other runs refused in one line."""
+
+import json
+
+import pytest
+
+from racer_jax.data import qa, datasets, validation
+from racer_jax.errors import ConfigError
+from racer_jax.eval import evaluate_run, kg_walker_eval, refiner_eval
+from racer_jax.train import walker_stage
+from tests.trained_runs import QUIET, retrieval_runs, walker_run  # noqa: F401
+
+
+def _held_out(config):
+  """The labeled training questions of the validation slice, by id."""
+  examples, _ = qa.load_jsonl(datasets.split_path(config, "train", None))
+  rows = validation.split_rows(config, len(examples))[1]
+  assert 0 < len(rows) < len(examples)
+  return {examples[i].id for i in rows if examples[i].answer_index is not None}
+
+
+def test_refiner_evaluates_the_slice_it_never_trained_on(retrieval_runs):
+  config, _, refiner_dir = retrieval_runs
+  held = _held_out(config)
+  on_slice = refiner_eval.evaluate(config, None, refiner_dir,
+                                   split="validation", **QUIET)
+  assert on_slice["split"] == "validation"
+  assert on_slice["labeled"] == len(held)   # not dev's, nor all of train's
+  assert (refiner_dir / "eval" / "validation_step10.refiner.json").exists()
+
+
+@pytest.mark.slow  # trains a small whole-graph walker (~1 min on 2 cores)
+def test_kg_walker_rows_are_exactly_the_slice(walker_run, tmp_path):
+  config, _ = walker_run
+  config = config.copy_and_resolve_references()
+  config.walker.graph, config.walker.bandwidth = "kg", 16
+  config.train.num_steps = 1
+  walker_stage.train(config, None, tmp_path / "kg", **QUIET)
+  figures = kg_walker_eval.evaluate_kg(config, None, tmp_path / "kg",
+                                       split="validation", **QUIET)
+  rows = [json.loads(line) for line in open(
+      tmp_path / "kg" / "eval" / f"validation_step{figures['step']}.jsonl")]
+  assert {r["id"] for r in rows} == _held_out(config)
+  assert figures["labeled"] == len(_held_out(config))
+
+
+def test_other_runs_and_runs_without_a_slice_are_refused(walker_run,
+                                                         retrieval_runs):
+  config, walker_dir = walker_run   # the subgraph walker
+  with pytest.raises(ConfigError, match="only refiner and whole-graph"):
+    evaluate_run.evaluate_run(config, None, walker_dir,
+                              {"split": "validation"}, progress=False)
+  config, _, refiner_dir = retrieval_runs
+  config = config.copy_and_resolve_references()
+  config.answer.validation_fraction = 0.0
+  with pytest.raises(ConfigError, match="kept none"):
+    refiner_eval.evaluate(config, None, refiner_dir, split="validation",
+                          **QUIET)

@@ -1,15 +1,35 @@
 """Shared fixtures: the real data directory, the demo KG, slow-test gating."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
+
+# One persistent JAX compilation cache for the test run, its xdist workers
+# and the launchers the tests start (they inherit the environment): most of
+# the suite's time is XLA compiling the same programs again in fixtures,
+# tests and subprocesses. A size limit turns on JAX's file lock, so two
+# workers never read an entry half written. Entries are keyed by the
+# program, the backend's flags and JAX's version, so a stale one is never
+# used; delete the folder to start cold.
+_COMPILATION_CACHE = {
+    "jax_compilation_cache_dir": str(REPO / ".cache" / "jax-tests"),
+    "jax_compilation_cache_max_size": 4 << 30,
+}
+for _name, _value in _COMPILATION_CACHE.items():
+  os.environ.setdefault(_name.upper(), str(_value))
+if "jax" in sys.modules:  # imported before this file: set it directly
+  import jax
+  for _name in _COMPILATION_CACHE:
+    jax.config.update(_name, type(_COMPILATION_CACHE[_name])(
+        os.environ[_name.upper()]))
+
 # The trained demo runs (walker, refiner, answer models) that tests in
 # several folders share, each trained once per session.
 pytest_plugins = ["tests.trained_runs", "tests.real_llm"]
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_addoption(parser):

@@ -8,7 +8,9 @@ Prints B's accuracy minus A's with a paired bootstrap 95% interval and
 McNemar's exact p-value (``racer_jax/eval/paired.py``); the last line is one
 JSON object: ``accuracy_a``, ``accuracy_b``, ``difference``,
 ``difference_ci95``, ``mcnemar_p``, ... Accepts the answer stage's
-``*.answer.jsonl`` and the agents evaluation's ``*.agents.jsonl``.
+``*.answer.jsonl``, the agents evaluation's ``*.agents.jsonl`` and the
+refiner evaluation's ``*.refiner.jsonl`` (its choice head; ``--field=
+gold_in_topk`` compares whether the kept paths hold a gold-supporting one).
 
 Comma-separated files on a side are runs of one setting (seeds): the
 comparison is then of their mean accuracies, per question averaged over the
@@ -29,11 +31,16 @@ _B = flags.DEFINE_list("b", None, "Predictions of the run(s) compared to "
                        "it.", required=True)
 _SEED = flags.DEFINE_integer("seed", 0, "Bootstrap seed.")
 _RESAMPLES = flags.DEFINE_integer("resamples", 10_000, "Bootstrap resamples.")
+_FIELD = flags.DEFINE_string(
+    "field", "correct", "The per-question true/false compared: correct "
+    "(or gold and prediction), or another, e.g. gold_in_topk of the "
+    "refiner's eval/<split>_step<N>.refiner.jsonl.")
 
 
 def main():
   figures, text = paired.compare_files(_A.value, _B.value, seed=_SEED.value,
-                                       resamples=_RESAMPLES.value)
+                                       resamples=_RESAMPLES.value,
+                                       field=_FIELD.value)
   print(text)
   print(json.dumps(figures))
 

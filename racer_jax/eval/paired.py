@@ -39,9 +39,11 @@ from scipy import stats
 from racer_jax.errors import DataError
 
 
-def load_correct(path) -> dict[str, bool]:
+def load_correct(path, field: str = "correct") -> dict[str, bool]:
   """``{question id: answered correctly}`` from a predictions file; an
-  unlabeled question (gold ``-1`` / ``None``) is skipped."""
+  unlabeled question (gold ``-1`` / ``None``) is skipped. ``field``: another
+  per-question boolean to compare instead (e.g. a refiner's
+  ``gold_in_topk``), required on every line."""
   path = Path(path)
   out: dict[str, bool] = {}
   with open(path, encoding="utf-8") as f:
@@ -57,10 +59,13 @@ def load_correct(path) -> dict[str, bool]:
         raise DataError(path, n, "id", f"missing or not a string: {qid!r}")
       if qid in out:
         raise DataError(path, n, "id", f"{qid!r} appears twice")
-      if "correct" in record:
-        if record["correct"] is None:
+      if field != "correct" and not isinstance(record.get(field), bool):
+        raise DataError(path, n, field, "missing or not true/false: "
+                        f"{record.get(field)!r}")
+      if field in record:
+        if record[field] is None:
           continue
-        out[qid] = bool(record["correct"])
+        out[qid] = bool(record[field])
         continue
       gold, prediction = record.get("gold"), record.get("prediction")
       if gold is None or gold == -1:
@@ -160,13 +165,15 @@ def seeds_comparison(correct_a, correct_b, *, seed: int = 0,
 
 
 def compare_files(files_a: list[str], files_b: list[str], *, seed: int = 0,
-                  resamples: int = 10_000) -> tuple[dict, str]:
+                  resamples: int = 10_000,
+                  field: str = "correct") -> tuple[dict, str]:
   """``(figures, text)`` comparing the prediction files ``files_b`` with
   ``files_a`` on the questions they share (each file one run): McNemar
   and a paired bootstrap for one run against one, else a paired
-  permutation test over the runs as units."""
+  permutation test over the runs as units. ``field``: see
+  :func:`load_correct`."""
   files = list(files_a) + list(files_b)
-  loaded = [load_correct(f) for f in files]
+  loaded = [load_correct(f, field) for f in files]
   rows = [align(loaded[0], x, files[0], f)[1] for x, f in zip(loaded, files)]
   runs_a, runs_b = rows[:len(files_a)], rows[len(files_a):]
   name_a, name_b = ",".join(files_a), ",".join(files_b)

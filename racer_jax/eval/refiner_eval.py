@@ -20,6 +20,10 @@ Figures, over labeled questions:
   (a refiner with a choice head): the choice it scores best from the
   question and the paths toward each choice, and the same scorer from the
   question and the choice names alone.
+
+Per-question rows (memory on: ``id``, ``gold``, ``gold_in_topk``,
+``correct`` of the choice head) go to ``eval/<split>_step<N>.refiner.jsonl``
+for paired comparisons between runs (``launch/compare.py``).
 """
 
 from __future__ import annotations
@@ -49,7 +53,11 @@ SELECTORS = ("refiner", "random", "logprob", "logprob_per_hop")
 
 
 def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
-         seed, progress, desc, top_ks=(), whole=None):
+         seed, progress, desc, top_ks=(), whole=None, rows_file=None):
+  """Sums the jitted evaluation's figures over ``data``'s batches;
+  ``rows_file``: one JSON line per labeled question (``id``, ``gold``,
+  ``gold_in_topk`` of the refiner, and ``correct`` of its choice head where
+  it has one), for paired comparisons (:mod:`racer_jax.eval.paired`)."""
   sums, labeled = {}, 0
   quality = (np.zeros(ws.kg.num_edges, np.float32) if quality is None
              else quality)
@@ -62,6 +70,14 @@ def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
         quality, jax.random.fold_in(jax.random.PRNGKey(seed), i), whole))
     rows = out["labeled"]
     labeled += int(rows.sum())
+    if rows_file is not None:
+      for b in np.flatnonzero(rows):
+        ex = data.examples[int(batch.example_index[b])]
+        record = {"id": ex.id, "gold": ex.answer_index, "gold_in_topk": bool(
+            out["gold_in_topk_refiner"][b])}
+        if "choice_correct" in out:
+          record["correct"] = bool(out["choice_correct"][b])
+        rows_file.write(json.dumps(record) + "\n")
     names = [f"{s}{k}" for s in SELECTORS
              for k in [""] + [f"@{k}" for k in top_ks]]
     for key in ("hit", "any_positive") + tuple(
@@ -117,11 +133,15 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
       refiner, walker, builders.walker_train_config(wconfig),
       refiner_config(config, wconfig), top_ks=tuple(top_ks))
   whole = walker_graph(wconfig, ws, log)
-  run = lambda q, tag: _run(evaluate_fn, state.params, data,
-                            wstate.params, ws, q, config.eval.batch_size,
-                            config.seed, progress, f"refiner eval ({tag})",
-                            tuple(top_ks), whole)
-  on = run(quality, "memory on")
+  run = lambda q, tag, f=None: _run(
+      evaluate_fn, state.params, data, wstate.params, ws, q,
+      config.eval.batch_size, config.seed, progress, f"refiner eval ({tag})",
+      tuple(top_ks), whole, rows_file=f)
+  out_dir = workdir / "eval"
+  out_dir.mkdir(exist_ok=True)
+  rows_path = out_dir / f"{split}_step{step}.refiner.jsonl"
+  with open(rows_path, "w", encoding="utf-8") as f:
+    on = run(quality, "memory on", f)
   off = run(None, "memory off") if quality is not None else on
   figures = {"split": split, "step": step, "walker_step": wstep,
              "top_k": config.refiner.top_k,
@@ -132,9 +152,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
              "hit_rate_memory_on": on["hit_rate"],
              "hit_rate_memory_off": off["hit_rate"],
              "gold_in_topk_refiner_memory_off": off["gold_in_topk_refiner"],
-             "sweep": on["sweep"]}
-  out_dir = workdir / "eval"
-  out_dir.mkdir(exist_ok=True)
+             "sweep": on["sweep"], "per_question_file": str(rows_path)}
   (out_dir / f"{split}_step{step}.refiner.json").write_text(
       json.dumps(figures, indent=1))
   return figures

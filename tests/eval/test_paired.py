@@ -74,6 +74,18 @@ def test_files_are_paired_by_id_and_bad_lines_named(tmp_path):
     paired.load_correct(twice)
 
 
+def test_another_field_is_compared_and_required(tmp_path):
+  """A refiner's rows: ``gold_in_topk`` compared instead of ``correct``."""
+  a = _write(tmp_path / "a.jsonl", [
+      {"id": "q1", "gold": 0, "gold_in_topk": True, "correct": False},
+      {"id": "q2", "gold": 1, "gold_in_topk": False, "correct": True}])
+  assert paired.load_correct(a, "gold_in_topk") == {"q1": True, "q2": False}
+  assert paired.load_correct(a) == {"q1": False, "q2": True}
+  b = _write(tmp_path / "b.jsonl", [{"id": "q1", "gold": 0, "correct": True}])
+  with pytest.raises(DataError, match=r"b.jsonl:1: field 'gold_in_topk'"):
+    paired.load_correct(b, "gold_in_topk")
+
+
 def test_compare_cli_ends_with_json(tmp_path):
   rows = [{"id": f"q{i}", "gold": i % 5, "prediction": (i * 7) % 5}
           for i in range(60)]

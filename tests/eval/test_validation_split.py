@@ -29,6 +29,12 @@ def test_refiner_evaluates_the_slice_it_never_trained_on(retrieval_runs):
   assert on_slice["split"] == "validation"
   assert on_slice["labeled"] == len(held)   # not dev's, nor all of train's
   assert (refiner_dir / "eval" / "validation_step10.refiner.json").exists()
+  rows = [json.loads(line) for line in open(on_slice["per_question_file"])]
+  assert {r["id"] for r in rows} == held
+  assert sum(r["gold_in_topk"] for r in rows) == round(
+      on_slice["gold_in_topk_refiner"] * len(held))
+  assert sum(r["correct"] for r in rows) == round(
+      on_slice["refiner_choice_accuracy"] * len(held))
 
 
 @pytest.mark.slow  # trains a small whole-graph walker (~1 min on 2 cores)

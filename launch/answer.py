@@ -17,6 +17,7 @@ from absl import flags, logging
 
 from racer_jax import entry_point
 from racer_jax.eval import answer_one, plots
+from racer_jax.runs import registry
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "An answer run.",
                                required=True)
@@ -28,7 +29,7 @@ _DATA_DIR = flags.DEFINE_string(
     "data_dir", None, "Data directory (default: $RACER_DATA_DIR).")
 _FORMAT = flags.DEFINE_enum("format", "text", ["text", "json"],
                             "Output format.")
-_BACKEND = flags.DEFINE_enum("backend", None, ["local", "gemini", "openai"],
+_BACKEND = flags.DEFINE_enum("backend", None, registry.LLM_BACKENDS.names(),
                              "LLM backend (default: the run's config).")
 _MODEL = flags.DEFINE_string("model", None, "LLM model name.")
 _BASE_URL = flags.DEFINE_string("base_url", None, "LLM endpoint URL.")

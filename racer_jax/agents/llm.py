@@ -239,6 +239,10 @@ class TextBackend:
   transient failure) and ``count_tokens(system, user) -> int | None``."""
 
   name = "text"
+  # Registered backends (racer_jax.runs.registry.LLM_BACKENDS) may set:
+  default_model = ""      # the model when agents.model is empty
+  default_endpoint = ""   # the endpoint when agents.base_url is empty
+  token_count = "server_tokenizer"  # the dry run's name for count_tokens
 
   def __init__(self, model: str, settings: GenerationSettings, *,
                endpoint: str, cache: ResponseCache | None = None,

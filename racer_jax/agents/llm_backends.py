@@ -1,12 +1,15 @@
 """Choosing the agents' LLM: :func:`make_backend`, the evaluation-time
 overrides (:func:`evaluation_agents`) and the dry run's recording backend.
 
-The backend, model and endpoint are chosen when evaluating, not frozen in a
-trained run: an answer run's saved ``agents`` section gives the defaults,
-and ``--backend``, ``--model``, ``--base_url`` and the generation settings
-override them (:func:`evaluation_agents`). ``local`` is not a text LLM: the
-agents then use the trained JAX models and :func:`make_backend` returns
-None.
+The backends are the :class:`~racer_jax.agents.llm.TextBackend` classes
+registered by name in :data:`racer_jax.runs.registry.LLM_BACKENDS` (one
+line each; a class gives its own ``default_model``, ``default_endpoint``
+and dry-run ``token_count``). The backend, model and endpoint are chosen
+when evaluating, not frozen in a trained run: an answer run's saved
+``agents`` section gives the defaults, and ``--backend``, ``--model``,
+``--base_url`` and the generation settings override them
+(:func:`evaluation_agents`). ``local`` is not a text LLM: the agents then
+use the trained JAX models and :func:`make_backend` returns None.
 """
 
 from __future__ import annotations
@@ -18,18 +21,13 @@ from typing import Sequence
 import ml_collections
 
 from configs import default as default_config
-from racer_jax.agents.gemini_backend import (DEFAULT_ENDPOINT, GeminiBackend,
-                                             resolve_api_key)
-from racer_jax.agents.jax_backend import JaxBackend
 from racer_jax.agents.llm import (GenerationSettings, LLMReply, Request,
                                   request_key)
 from racer_jax.agents.llm_cache import ResponseCache
-from racer_jax.agents.openai_backend import OPENAI_ENDPOINT, OpenAIBackend
 from racer_jax.errors import ConfigError
 from racer_jax.runs.config_checks import check_config
+from racer_jax.runs.registry import LLM_BACKENDS
 
-BACKENDS = ("local", "gemini", "openai", "jax")
-DEFAULT_GEMINI_MODEL = "gemini-3.5-flash"
 # What ``launch/evaluate.py`` and ``launch/answer.py`` may override, beside
 # backend, model and base_url (field -> type).
 SETTING_FIELDS = {"temperature": float, "max_output_tokens": int,
@@ -55,9 +53,9 @@ def evaluation_agents(saved, *, backend: str | None = None,
   agents = ml_collections.ConfigDict(default_config.get_config().agents)
   agents.update(saved.get("agents", {}))
   if backend:
-    if backend not in BACKENDS:
+    if backend not in LLM_BACKENDS.names():
       raise ConfigError(f"--backend={backend!r}: expected one of "
-                        f"{list(BACKENDS)}")
+                        f"{list(LLM_BACKENDS.names())}")
     if backend != agents.backend and not model:
       agents.model = ""
     agents.backend = backend
@@ -77,38 +75,35 @@ def evaluation_agents(saved, *, backend: str | None = None,
     except ValueError:
       raise ConfigError(f"--llm_setting={item!r}: {name} takes a "
                         f"{kind.__name__}") from None
+  check_config(ml_collections.ConfigDict({"agents": agents.to_dict()}))
   if agents.backend == "local" and (model or base_url):
     given = "--model" if model else "--base_url"
+    llms = ", ".join(f"--backend={b}" for b in LLM_BACKENDS.names()
+                     if b != "local")
     raise ConfigError(f"{given} names an LLM, but this evaluation's backend "
-                      "is local (the trained models): add --backend=gemini, "
-                      "--backend=openai or --backend=jax")
-  if agents.backend == "gemini" and not agents.model:
-    agents.model = DEFAULT_GEMINI_MODEL
-  check_config(ml_collections.ConfigDict({"agents": agents.to_dict()}))
+                      f"is local (the trained models): add one of {llms}")
+  backend_class = LLM_BACKENDS.get(agents.backend)
+  if backend_class is not None and not agents.model:
+    agents.model = backend_class.default_model
   return agents
 
 
 def endpoint_of(agents) -> str:
+  """The endpoint ``agents`` names: its base URL, else its backend's."""
   base = agents.get("base_url", "") or ""
-  if agents.backend == "gemini":
-    return base or DEFAULT_ENDPOINT
-  return (base or OPENAI_ENDPOINT).rstrip("/")
+  backend_class = LLM_BACKENDS.get(agents.backend)
+  return (base or getattr(backend_class, "default_endpoint", "")).rstrip("/")
 
 
 def _real(agents, api_key, cache):
-  kwargs = dict(
+  backend_class = LLM_BACKENDS.get(agents.backend)
+  return backend_class(
+      agents.model or backend_class.default_model,
       api_key=api_key, base_url=agents.get("base_url") or None,
       timeout_s=agents.timeout_s, attempts=agents.attempts,
       max_concurrency=agents.max_concurrency,
       max_retry_wait_s=agents.get("max_retry_wait_s", 60.0),
       settings=GenerationSettings.from_config(agents), cache=cache)
-  model = agents.model or (DEFAULT_GEMINI_MODEL
-                           if agents.backend == "gemini" else "")
-  if agents.backend == "gemini":
-    return GeminiBackend(model, **kwargs)
-  if agents.backend == "jax":
-    return JaxBackend(agents.model, kwargs["settings"], cache=cache)
-  return OpenAIBackend(model, **kwargs)
 
 
 def make_backend(agents, api_key: str | None = None,
@@ -119,10 +114,7 @@ def make_backend(agents, api_key: str | None = None,
   the real backend can be built, it checks the model exists (free) and
   counts tokens with the API's or server's tokenizer."""
   name = agents.backend
-  if name not in BACKENDS:
-    raise ConfigError(f"agents.backend must be one of {list(BACKENDS)}, got "
-                      f"{name!r}")
-  if name == "local":
+  if LLM_BACKENDS.get(name) is None:   # "local": the trained models
     if dry_run:
       raise ConfigError("--dry_run shows what an LLM backend would be sent: "
                         "use it with --backend=gemini or --backend=openai")
@@ -131,15 +123,14 @@ def make_backend(agents, api_key: str | None = None,
   if not dry_run:
     return _real(agents, api_key, cache)
   counter, check = None, "unchecked (no key)"
-  if name in ("openai", "jax") or resolve_api_key(api_key):
-    try:
-      counter = _real(agents, api_key, None)
-    except ConfigError:
-      counter = None
-    else:
-      check = counter.check_model()
+  try:   # a backend that cannot be built here (no key) is not checked
+    counter = _real(agents, api_key, None)
+  except ConfigError:
+    counter = None
+  else:
+    check = counter.check_model()
   return DryRunBackend(name, counter.model if counter else agents.model,
-                       endpoint_of(agents),
+                       counter.endpoint if counter else endpoint_of(agents),
                        GenerationSettings.from_config(agents), cache=cache,
                        counter=counter, model_check=check)
 
@@ -172,8 +163,7 @@ class DryRunBackend:
     self.settings, self.cache = settings, cache
     self.model_check = model_check
     self._counter = counter
-    self.token_count = ("count_tokens" if name == "gemini" else
-                        "server_tokenizer") if counter else "estimate"
+    self.token_count = counter.token_count if counter else "estimate"
     self.recorded: list[tuple[Request, int, bool]] = []
     self._seen: set = set()
 

@@ -54,6 +54,7 @@ def _refuses_json_schema(status: int, message: str) -> bool:
 
 class OpenAIBackend(TextBackend):
   name = "openai"
+  default_endpoint = OPENAI_ENDPOINT
 
   def __init__(self, model: str, *, api_key: str | None = None,
                base_url: str | None = None, timeout_s: float = 60.0,

@@ -18,7 +18,7 @@ from pathlib import Path
 from racer_jax.agents import llm_backends
 from racer_jax.data import validation
 from racer_jax.errors import ConfigError, a_or_an
-from racer_jax.runs import run_config
+from racer_jax.runs import registry, run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, explorer_eval,
                             learning_curves, llm_figures, lm_knowledge,
@@ -70,10 +70,11 @@ OPTIONS = (
     Option("baseline_workdir", "list", [], "Answer runs: answer run(s) "
            "trained without knowledge, for accuracy_answer_head_only.",
            ("agents",)),
-    Option("backend", "string", None, "The agents' LLM: local, gemini, "
-           "openai (OpenAI or any OpenAI-compatible server) or, with "
-           "--lm_knowledge, jax (an LM in this process; default: the "
-           "run's agents.backend).", ("agents", "multihop")),
+    Option("backend", "string", None, "The agents' LLM, one of "
+           f"{', '.join(registry.LLM_BACKENDS.names())} (local: the trained "
+           "models; openai: OpenAI or any OpenAI-compatible server; jax: an "
+           "LM in this process; default: the run's agents.backend).",
+           ("agents", "multihop")),
     Option("model", "string", None, "The LLM's model name (default: the "
            "run's agents.model; gemini: gemini-3.5-flash; jax: a GGUF file "
            "or Hugging Face folder, default SmolLM2-135M-Instruct).",

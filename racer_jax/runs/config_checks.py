@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from racer_jax.errors import ConfigError
+from racer_jax.runs import registry
 
 # key -> (kind, lower bound, upper bound); None: unbounded on that side.
 _INT_AT_LEAST = {
@@ -58,7 +59,6 @@ _STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
 _CHOICES = {
     "train.stage": ("walker", "refiner", "answer", "hygrl_multihop"),
     "method": ("racer", "hygrl", "hygrl_multihop"),
-    "agents.backend": ("local", "gemini", "openai", "jax"),
     "agents.answer_mode": ("generate", "score"),
     "refiner.beta": ("query", "intrinsic"),
     "hygrl.heuristic_semantic": ("auto", "cosine", "relevance"),
@@ -111,6 +111,10 @@ def check_config(config) -> None:
     v = _get(config, key)
     if v is not _MISSING and v not in allowed:
       raise ConfigError(f"{key}={v!r}: expected one of {list(allowed)}")
+  for key, names in registry.BY_FIELD.items():
+    v = _get(config, key)
+    if v is not _MISSING:
+      names.check(v)
   if _get(config, "answer.validation_fraction") == 1.0:
     raise ConfigError("answer.validation_fraction=1.0: must be < 1 (the "
                       "answer stage needs training questions)")

@@ -9,6 +9,7 @@ import pytest
 
 from configs import default as default_config
 from racer_jax.agents import llm, llm_backends
+from racer_jax.agents.gemini_backend import GeminiBackend
 from racer_jax.agents.llm_cache import ResponseCache
 from racer_jax.errors import ConfigError
 from racer_jax.eval import llm_figures, qa_metrics
@@ -39,7 +40,7 @@ def test_a_new_backend_does_not_inherit_the_old_ones_model():
   openai = llm_backends.evaluation_agents(saved, backend="openai")
   assert openai.model == ""  # the openai backend then asks for --model
   gemini = llm_backends.evaluation_agents(saved_run(), backend="gemini")
-  assert gemini.model == llm_backends.DEFAULT_GEMINI_MODEL
+  assert gemini.model == GeminiBackend.default_model == "gemini-3.5-flash"
   same = llm_backends.evaluation_agents(saved, backend="gemini")
   assert same.model == "gemini-2.5-flash"
 

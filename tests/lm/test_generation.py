@@ -56,7 +56,7 @@ def test_the_backend_categorizes_what_the_model_writes(tiny_path):
   truncated at the cap), never a parsed answer, and its tokens are
   counted; without a schema the text comes back as it is."""
   settings = llm.GenerationSettings(max_output_tokens=8, thinking_budget=0)
-  backend = JaxBackend(tiny_path, settings)
+  backend = JaxBackend(tiny_path, settings=settings)
   schema = {"type": "object", "properties": {"answer": {"type": "integer"}},
             "required": ["answer"]}
   reply = backend.generate("pick", "which one?", schema)

@@ -286,6 +286,8 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
       f.write(json.dumps({"id": q.id, "exact": q.exact,
                           "spans": int(ws.spans[rows[j]]),
                           **{m: ranked[m][j] for m in methods},
+                          **{k: float(v[j]) for k, v in per_q.items()
+                             if "_recall_at_" in k},
                           **llm_records.get(q.id, {})}) + "\n")
   log(report_text(figures, ks))
   return figures

@@ -296,6 +296,9 @@ def test_train_and_evaluate_a_tiny_run(tmp_path):
   rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
   films = next(r for r in rows if r["id"] == "q-films")
   assert {3, 4} <= set(films["heuristic"][:5])
+  assert films["heuristic_recall_at_5"] == 1.0   # per question, for pairing
+  assert np.mean([r["policy_recall_at_5"] for r in rows]) == pytest.approx(
+      figures["recall_at_5"])
   # other questions of the same corpus
   other = tmp_path / "other.jsonl"
   other.write_text(json.dumps(tiny.QUESTIONS[1]) + "\n")

@@ -69,6 +69,26 @@ def predictions(out_dir, name="full.seed0.jsonl"):
                     [rd["answer"] for rd in r["rounds"]]) for r in rows}
 
 
+def test_shuffled_labels_change_no_answer_on_four_questions(answer_run,
+                                                            tmp_path):
+  """The README's central claim guarded in the default suite (the whole
+  check, below, is in the slow one): four dev questions evaluated with
+  their labels and with shuffled labels get the same thresholds and the
+  same answers, and no label reaches the memory."""
+  config, workdir = copy_run(answer_run, tmp_path)
+  runs = {name: agents_eval.evaluate(
+      config, None, workdir, eval_file=str(dev_file(tmp_path, name, seed)),
+      seeds=1, max_questions=4, **QUIET)
+          for name, seed in (("true", None), ("shuffled", 1))}
+  for figures in runs.values():
+    assert figures["critic_calibration"] == "validation"
+    assert figures["memory_eval_label_updates"] == 0
+  assert runs["true"]["critic_thresholds"] == runs["shuffled"][
+      "critic_thresholds"]
+  a, b = (workdir / "eval" / runs[n]["name"] for n in ("true", "shuffled"))
+  assert len(predictions(a)) == 4 and predictions(a) == predictions(b)
+
+
 @pytest.mark.slow  # two evaluations of the dev file (24 s)
 def test_evaluated_labels_shape_no_answer(answer_run, retrieval_runs,
                                           demo_workspace, tmp_path):

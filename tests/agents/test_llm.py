@@ -237,12 +237,25 @@ def test_cache_key_holds_model_and_generation_settings(tmp_path, change):
   assert len(stub.requests) == 2
 
 
-def test_failures_are_not_cached(tmp_path):
+def test_unparsed_replies_are_cached_and_faults_are_not(tmp_path):
+  # what the model wrote is cached even when it does not parse: the
+  # repeated call is a hit with the same category, nothing sent
   with StubGemini(lambda req: "{broken") as stub:
     b = backend(stub, tmp_path)
-    assert b.generate("s", "u", SCHEMA).error == "malformed_json"
-    assert b.generate("s", "u", SCHEMA).error == "malformed_json"
-  assert len(stub.requests) == 2 and len(b.cache) == 0
+    first, again = (b.generate("s", "u", SCHEMA) for _ in range(2))
+  assert (first.error, first.cache_hit) == ("malformed_json", False)
+  assert (again.error, again.cache_hit) == ("malformed_json", True)
+  assert len(stub.requests) == 1 and len(b.cache) == 1
+  # a cut reply (its category is not in its text) and a server fault
+  # (retried, then given up) are asked again
+  with StubGemini() as stub:
+    stub.script.append((200, reply_body('{"answer": 1}', finish="MAX_TOKENS"),
+                        0))
+    stub.script += [(500, {"error": {"message": "down"}}, 0)] * 2
+    b = backend(stub, tmp_path / "other", attempts=2)
+    assert b.generate("s", "u", SCHEMA).error == "truncated"
+    assert b.generate("s", "u", SCHEMA).error == "server_error"
+  assert len(stub.requests) == 3 and len(b.cache) == 0
 
 
 def _writer(path, start):

@@ -30,7 +30,7 @@ import email.utils
 import json
 import re
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jsonschema
 import tenacity
@@ -255,13 +255,15 @@ class TextBackend:
                endpoint: str, cache: ResponseCache | None = None,
                attempts: int = 4, initial_delay_s: float = 1.0,
                max_delay_s: float = 16.0, max_retry_wait_s: float = 60.0,
-               max_concurrency: int = 8):
+               max_concurrency: int = 8,
+               sleep: Callable[[float], None] = time.sleep):
     self.model, self.settings, self.endpoint = model, settings, endpoint
     self.cache = cache
     self._attempts = max(1, int(attempts))
     self._initial_delay, self._max_delay = initial_delay_s, max_delay_s
     self._max_retry_wait = max_retry_wait_s
     self._max_concurrency = max(1, int(max_concurrency))
+    self._sleep = sleep   # between tries (tests record the waits)
     self._answered = False   # any reply at all (even a bad one) came back
 
   def __repr__(self) -> str:  # never shows a key
@@ -300,7 +302,7 @@ class TextBackend:
     attempts = 0
     try:
       for attempt in tenacity.Retrying(
-          stop=self._stop, wait=self._wait, reraise=True,
+          sleep=self._sleep, stop=self._stop, wait=self._wait, reraise=True,
           retry=tenacity.retry_if_exception_type(Retryable)):
         with attempt:
           attempts += 1

@@ -1,8 +1,9 @@
 """AnswerAgent: a choice, a confidence and a short rationale from the
 templated knowledge, with the prompt and raw output kept for inspection.
 
-* :class:`LocalAnswerer` (the default): the fine-tuned cross-encoder of an
-  answer run (``--config.stage=answer``), batched on the device.
+* :class:`LocalAnswerer` (the default): the trained model of an answer run
+  (``--config.train.stage=answer``; cross-encoder, frozen head or any
+  registered ``answer.model``, :mod:`racer_jax.agents.answer_models`).
 * :class:`EnsembleAnswerer`: several answer runs shown the same graph
   knowledge (seeds, epochs, learning rates and the extra text — similar
   questions, open-book facts — may differ), their choice probabilities
@@ -23,12 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from racer_jax.agents import llm, llm_usage
-from racer_jax.answer import choice_head_step, cross_encoder_step
-from racer_jax.answer import cross_encoder as ce
-from racer_jax.runs.checkpoints import restore_run, restore_template
-from racer_jax.text.minilm import MiniLMEncoder
-from racer_jax.answer.choice_head_step import head_probs
-from racer_jax.runs import run_config
+from racer_jax.runs import registry, run_config
 
 
 @dataclasses.dataclass
@@ -75,52 +71,30 @@ def _rationale(req: AnswerRequest, choice: int, confidence: float) -> str:
 
 
 class LocalAnswerer:
-  """The cross-encoder of the answer run in ``workdir`` (newest step)."""
+  """The trained answer model of the answer run in ``workdir`` (newest
+  step): the predictor its ``answer.model`` registers
+  (:data:`racer_jax.runs.registry.ANSWER_MODELS`)."""
 
   name = "local"
 
-  def __init__(self, workdir, batch_size: int = 32,
-               log=lambda _: None):
+  def __init__(self, workdir, log=lambda _: None):
     workdir = Path(workdir)
     self.workdir = workdir
     config = run_config.load(workdir, "answer run")
     self.config = config
-    self.tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
-                                        max_length=config.answer.max_length)
-    self.kind = config.answer.get("model", "cross_encoder")
-    if self.kind == "frozen_head":
-      self._encoder = MiniLMEncoder(config.text.model_dir or None)
-      model, _, template = restore_template(choice_head_step.create_state,
-                                            config, self._encoder.dim, 1)
-    else:
-      model, _, template = restore_template(cross_encoder_step.create_state,
-                                            config, self.tokenizer, 1)
-    self.state, _, self.step = restore_run(workdir, template, "answer",
-                                           log=log)
-    self._params = self.state.params  # (the whole state: model soups)
-    self._model = model
+    self.kind = config.answer.model
+    self.predictor = registry.resolve(
+        registry.ANSWER_MODELS.get(self.kind).predictor,
+        f"answer.model={self.kind!r}")(config, workdir, log=log)
+    self.state, self.step = self.predictor.state, self.predictor.step
     self.uses_knowledge = bool(config.answer.knowledge_workdir)
-    self.uses_evidence = bool(config.answer.get("evidence_workdir", ""))
-    self.evidence_choice_head = bool(config.answer.get(
-        "evidence_choice_head", False))
-    self.uses_graph = bool(config.answer.get("graph_workdir", ""))
+    self.uses_evidence = bool(config.answer.evidence_workdir)
+    self.uses_graph = bool(config.answer.graph_workdir)
     self.num_choices = config.batch.num_choices
-    self.batch_size = batch_size
 
   def probs(self, requests: list[AnswerRequest]) -> np.ndarray:
     """float32 [Q, num_choices] choice probabilities."""
-    if self.kind == "frozen_head":
-      return head_probs(self._model, self._params, self._encoder, requests,
-                        self.num_choices, self.uses_evidence,
-                        self.evidence_choice_head, self.uses_graph)
-    tokens = [self.tokenizer.encode(r.question, r.choices, r.knowledge)
-              for r in requests]
-    data = cross_encoder_step.AnswerData(
-        examples=requests, tokens=tokens,
-        gold=-np.ones(len(requests), np.int32),
-        num_choices=self.num_choices, knowledge=None)
-    return cross_encoder_step.predict(self._model, self._params, data,
-                                self.tokenizer, self.batch_size)
+    return self.predictor.probs(requests)
 
   def answer_many(self, requests: list[AnswerRequest]) -> list[Answer]:
     return answers_from_probs(requests, self.probs(requests) if requests
@@ -168,29 +142,17 @@ EXTRA_TEXT_FIELDS = ("answer.similar_questions", "use_openbook",
                      "openbook.facts_per_choice")
 
 
-# Fields added after some runs were saved, and the value those runs were
-# trained with (what the training code reads when the field is absent).
-ABSENT_MEANS = {"answer.reached_only": False, "answer.choice_triples": 0,
-                "answer.similar_questions": 0, "use_openbook": False,
-                "answer.evidence_workdir": "", "answer.graph_workdir": ""}
-
-
 def knowledge_setup(config) -> dict:
   """``{field: value}`` of :data:`KNOWLEDGE_FIELDS` in a run's config
-  (:data:`ABSENT_MEANS` where the run's config lacks the field, else
-  ``None``)."""
-  out = {}
-  for name in KNOWLEDGE_FIELDS:
-    value = config_field(config, name)
-    out[name] = ABSENT_MEANS.get(name) if value is None else value
-  return out
+  (loaded with every field: ``run_config.upgrade``)."""
+  return {name: config_field(config, name) for name in KNOWLEDGE_FIELDS}
 
 
 def config_field(config, name: str):
-  """The value of the dotted field ``name`` in a config (None if absent)."""
+  """The value of the dotted field ``name`` of a config."""
   node = config
   for part in name.split("."):
-    node = node.get(part) if node is not None else None
+    node = node[part]
   return node
 
 

@@ -3,8 +3,9 @@
 :func:`retrieval_of` reads an answer run's config for the refiner run whose
 paths the agents show (the one it was trained on, or a separate one for a
 run trained without paths); :func:`build_graph_agent` builds the GraphAgent
-``agents.graph`` names over it: the jitted walker + memory + refiner,
-HyGRL's beam retriever, or GraphDancer's LLM explorer.
+``agents.graph`` names over it (registered in
+:data:`racer_jax.runs.registry.GRAPH_AGENTS`): the jitted walker + memory +
+refiner, HyGRL's beam retriever, or GraphDancer's LLM explorer.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.tools import GraphTools
-from racer_jax.runs import run_config
+from racer_jax.runs import registry, run_config
 
 
 def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
@@ -25,10 +26,10 @@ def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
   (an answer run trained without paths: the GraphAgent's paths are the
   critic's support and the answer's evidence, not the answerer's input)."""
   trained = config.answer.knowledge_workdir
-  extra = agents.get("retrieval_workdir", "")
+  extra = agents.retrieval_workdir
   read = [(name, run) for name, run in (
-      ("answer.evidence_workdir", config.answer.get("evidence_workdir", "")),
-      ("answer.graph_workdir", config.answer.get("graph_workdir", "")))
+      ("answer.evidence_workdir", config.answer.evidence_workdir),
+      ("answer.graph_workdir", config.answer.graph_workdir))
           if run]
   if read:
     # the answerer reads this run's walker evidence or its paths' graph:
@@ -59,28 +60,41 @@ def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
 
 
 def build_graph_agent(agents, refiner_dir, ws, keep: int, backend, *,
-                      encoder=None, log=print, **kwargs):
-  """The GraphAgent named by ``agents.graph``: ``walker`` (the jitted
-  walker + memory + refiner), ``hygrl`` (HyGRL's beam retriever of the run
-  ``agents.hygrl_workdir``) or ``explorer`` (GraphDancer's LLM explorer over
-  the graph functions; needs a text LLM backend)."""
-  kind = agents.get("graph", "walker")
-  if kind == "walker":
-    return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log,
-                      **kwargs)
-  if kind == "explorer":
-    if backend is None:
-      raise ValueError("agents.graph=explorer needs a text LLM: "
-                       "--backend=gemini or openai")
-    tools = GraphTools(ws.kg, encoder, ws.concept_emb)
-    return ExplorerGraphAgent(
-        Explorer(backend, tools, agents.get("max_interactions", 8)), ws.kg,
-        paths_per_choice=keep)
-  if kind == "hygrl":
-    if not agents.get("hygrl_workdir"):
-      raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
-                       "run trained with --config.method=hygrl)")
-    rconfig = run_config.load(refiner_dir, "refiner run")
-    return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)
-  raise ValueError(f"agents.graph={kind!r}: expected walker, explorer or "
-                   "hygrl")
+                      encoder=None, log=print):
+  """The GraphAgent ``agents.graph`` names
+  (:data:`racer_jax.runs.registry.GRAPH_AGENTS`), built over the refiner
+  run ``refiner_dir`` and the workspace ``ws``, showing ``keep`` paths per
+  choice; ``backend``: the text LLM or None."""
+  build = registry.GRAPH_AGENTS.get(agents.graph)
+  return build(agents, refiner_dir, ws, keep, backend, encoder=encoder,
+               log=log)
+
+
+def walker_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
+                       log):
+  """``agents.graph=walker``: the jitted walker + memory + refiner."""
+  return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log)
+
+
+def explorer_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
+                         log):
+  """``agents.graph=explorer``: GraphDancer's LLM explorer over the graph
+  functions (needs a text LLM backend)."""
+  if backend is None:
+    raise ValueError("agents.graph=explorer needs a text LLM: "
+                     + registry.llm_backend_flags())
+  tools = GraphTools(ws.kg, encoder, ws.concept_emb)
+  return ExplorerGraphAgent(
+      Explorer(backend, tools, agents.max_interactions), ws.kg,
+      paths_per_choice=keep)
+
+
+def hygrl_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
+                      log):
+  """``agents.graph=hygrl``: HyGRL's beam retriever of the run
+  ``agents.hygrl_workdir``."""
+  if not agents.hygrl_workdir:
+    raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
+                     "run trained with --config.method=hygrl)")
+  rconfig = run_config.load(refiner_dir, "refiner run")
+  return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)

@@ -57,8 +57,6 @@ _STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
                     "answer.epochs", "curriculum.ramp_fraction",
                     "curriculum.temperature"}
 _CHOICES = {
-    "train.stage": ("walker", "refiner", "answer", "hygrl_multihop"),
-    "method": ("racer", "hygrl", "hygrl_multihop"),
     "agents.answer_mode": ("generate", "score"),
     "refiner.beta": ("query", "intrinsic"),
     "hygrl.heuristic_semantic": ("auto", "cosine", "relevance"),
@@ -68,8 +66,6 @@ _CHOICES = {
     "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),
     "agents.structured_output": ("auto", "json_schema", "json_object_schema",
                                  "json_object", "none"),
-    "agents.graph": ("walker", "hygrl", "explorer"),
-    "answer.model": ("cross_encoder", "frozen_head"),
     "answer.similar_encoder": ("static", "minilm"),
     "walker.recurrent": ("gru", "lstm"),
 }
@@ -121,24 +117,34 @@ def check_config(config) -> None:
   for field, what in (("evidence_workdir", "the walker's evidence"),
                       ("graph_workdir", "the paths' graph")):
     run = _get(config, f"answer.{field}")
-    if run not in (_MISSING, "") and \
-        _get(config, "answer.model") != "frozen_head":
-      raise ConfigError(f"answer.{field}={run!r}: only the frozen_head "
-                        f"answer model reads {what} (set answer.model="
-                        "frozen_head)")
+    readers = registry.answer_models_reading(field)
+    if run not in (_MISSING, "") and _get(config, "answer.model") not in \
+        readers:
+      raise ConfigError(
+          f"answer.{field}={run!r}: answer.model="
+          f"{_get(config, 'answer.model')!r} does not read {what} (the "
+          f"answer models that do: {readers})")
   evidence = _get(config, "answer.evidence_workdir")
   if _get(config, "answer.evidence_choice_head") is True and \
       evidence in (_MISSING, ""):
     raise ConfigError("answer.evidence_choice_head=True reads the choice "
                       "head of the refiner run in answer.evidence_workdir; "
-                      "set answer.evidence_workdir (and answer.model="
-                      "frozen_head)")
+                      "set answer.evidence_workdir (and an answer.model of "
+                      f"{registry.answer_models_reading('evidence_workdir')})")
   if (_get(config, "memory.train_failures") is True and
       _get(config, "memory.enabled") is True and
       _get(config, "walker.graph") not in ("kg", _MISSING)):
     raise ConfigError("memory.train_failures=True: only the whole-graph "
                       "walker (walker.graph='kg') records its training "
                       "walks' failures; set it False for the subgraph walker")
+  stage, method = _get(config, "train.stage"), _get(config, "method")
+  if (stage == "hygrl_multihop") != (method == "hygrl_multihop") and \
+      not (method == "hygrl_multihop" and stage == "walker"):
+    raise ConfigError(
+        f"train.stage={stage!r} with method={method!r}: method="
+        "hygrl_multihop trains one stage, the passage search (train.stage="
+        "walker or hygrl_multihop, the name its runs are saved under); the "
+        "other methods train walker, refiner and answer")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

@@ -9,6 +9,8 @@ importing the rooms that implement them. Adding one is one line, anywhere
 before the config is checked (a test file may register its own)::
 
     registry.LLM_BACKENDS.register("mine", "my_package.my_backend:MyBackend")
+    registry.ANSWER_MODELS.register("mine", registry.AnswerModel(
+        trainer="my_package.mine:train", predictor="my_package.mine:Mine"))
 
 The config field's choices, the launchers' flag choices and the error
 messages all read :meth:`Registry.names`.
@@ -16,7 +18,9 @@ messages all read :meth:`Registry.names`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from typing import Callable
 
 from racer_jax.errors import ConfigError
 
@@ -59,13 +63,20 @@ class Registry:
     self.check(name)
     target = self._entries[name]
     if isinstance(target, str):
-      module, sep, attribute = target.partition(":")
-      if not sep:
-        raise ValueError(f"{self.field}={name!r}: {target!r} is not a "
-                         "'module:attribute' path")
-      target = getattr(importlib.import_module(module), attribute)
+      target = resolve(target, f"{self.field}={name!r}")
       self._entries[name] = target
     return target
+
+
+def resolve(target, what: str = "target"):
+  """``target`` itself, or the attribute its ``"module:attribute"`` path
+  names (imported now)."""
+  if not isinstance(target, str):
+    return target
+  module, sep, attribute = target.partition(":")
+  if not sep:
+    raise ValueError(f"{what}: {target!r} is not a 'module:attribute' path")
+  return getattr(importlib.import_module(module), attribute)
 
 
 # The agents' text LLM (racer_jax.agents.llm.TextBackend subclasses, built
@@ -77,5 +88,84 @@ LLM_BACKENDS.register("gemini", "racer_jax.agents.gemini_backend:GeminiBackend")
 LLM_BACKENDS.register("openai", "racer_jax.agents.openai_backend:OpenAIBackend")
 LLM_BACKENDS.register("jax", "racer_jax.agents.jax_backend:JaxBackend")
 
+
+def llm_backend_flags(flag: str = "--backend") -> str:
+  """The registered LLM backends as a message offers them: "--backend=
+  gemini, --backend=openai or --backend=jax" ("local" is none)."""
+  names = [f"{flag}={n}" for n in LLM_BACKENDS.names() if n != "local"]
+  return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+
+
+@dataclasses.dataclass(frozen=True)
+class AnswerModel:
+  """An answer model (``answer.model``): what the answer stage trains and
+  the AnswerAgent restores. Each part is the object or its
+  ``"module:attribute"`` path (:func:`resolve`), so the trainer may live in
+  ``racer_jax.train`` and the predictor lower, in ``racer_jax.agents``.
+
+  * ``trainer(config, data_dir, workdir, *, progress, log, stop_after)
+    -> (last logged metrics, every update done)``: trains or resumes the
+    run in ``workdir`` (its config is already saved there), checkpointing
+    through :class:`racer_jax.runs.checkpoints.Checkpointer`.
+  * ``predictor(config, workdir, *, log)``: the newest checkpoint restored;
+    ``.probs(requests) -> float32 [Q, C]`` over the choices of
+    :class:`racer_jax.agents.answer_agent.AnswerRequest` s, ``.state``
+    (the restored train state) and ``.step``.
+  * ``soup``: its runs start from shared pretrained weights, so a model
+    soup (:mod:`racer_jax.train.model_soup`) may average them.
+  * ``reads``: the ``answer.*`` inputs beyond the knowledge text that only
+    models naming them read (``evidence_workdir``, ``graph_workdir``).
+  """
+  trainer: Callable | str
+  predictor: Callable | str
+  soup: bool = False
+  reads: tuple[str, ...] = ()
+
+
+ANSWER_MODELS = Registry("answer.model", "answer model")
+ANSWER_MODELS.register("cross_encoder", AnswerModel(
+    trainer="racer_jax.train.answer_stage:train_cross_encoder",
+    predictor="racer_jax.agents.answer_models:CrossEncoderPredictor",
+    soup=True))
+ANSWER_MODELS.register("frozen_head", AnswerModel(
+    trainer="racer_jax.train.answer_head_stage:train_stage",
+    predictor="racer_jax.agents.answer_models:FrozenHeadPredictor",
+    reads=("evidence_workdir", "graph_workdir")))
+
+
+def answer_models_reading(field: str) -> list[str]:
+  """The registered answer models that read ``answer.<field>``."""
+  return [n for n in ANSWER_MODELS.names()
+          if field in ANSWER_MODELS.get(n).reads]
+
+
+# The GraphAgent of the agents' loop (``agents.graph``): a builder
+# ``(agents, refiner_dir, workspace, keep, backend, *, encoder, log) ->``
+# an object with ``retrieve(batch, rng, temperature=None, examples=None)``,
+# ``record(paths, outcome)``, ``reset_memory()``, ``temperature``, ``keep``
+# and ``memory_source`` (racer_jax.agents.graph_agent.GraphAgent).
+GRAPH_AGENTS = Registry("agents.graph", "GraphAgent")
+GRAPH_AGENTS.register("walker", "racer_jax.agents.retrieval:walker_graph_agent")
+GRAPH_AGENTS.register("hygrl", "racer_jax.agents.retrieval:hygrl_graph_agent")
+GRAPH_AGENTS.register("explorer",
+                      "racer_jax.agents.retrieval:explorer_graph_agent")
+
+
+# The stage drivers of ``launch/train.py``: ``train(config, data_dir,
+# workdir, *, progress) -> last metrics``. ``method`` names the family whose
+# own stage (``train.stage=walker``) it trains; ``train.stage`` names the
+# stage, None where the stage is the method's own.
+METHODS = Registry("method", "method")
+METHODS.register("racer", "racer_jax.train.walker_stage:train")
+METHODS.register("hygrl", "racer_jax.train.hygrl_stage:train")
+METHODS.register("hygrl_multihop", "racer_jax.train.multihop_stage:train")
+TRAIN_STAGES = Registry("train.stage", "training stage")
+TRAIN_STAGES.register("walker", None)
+TRAIN_STAGES.register("refiner", "racer_jax.train.refiner_stage:train")
+TRAIN_STAGES.register("answer", "racer_jax.train.answer_stage:train")
+TRAIN_STAGES.register("hygrl_multihop", None)   # multihop's runs' name
+
+
 # Every registry whose field the config checks read.
-BY_FIELD = {r.field: r for r in (LLM_BACKENDS,)}
+BY_FIELD = {r.field: r for r in (LLM_BACKENDS, ANSWER_MODELS, GRAPH_AGENTS,
+                                  METHODS, TRAIN_STAGES)}

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from racer_jax.agents import answer_inputs
 from racer_jax.answer import choice_head, path_graph
 from racer_jax.answer.choice_head_step import cached_features, create_state
 from racer_jax.data import datasets, qa, validation
@@ -25,6 +26,24 @@ from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.update_loop import run_stage_updates
 from racer_jax.text.minilm import MiniLMEncoder
+
+
+def train_stage(config, data_dir, workdir: Path, *, progress: bool,
+                log: Callable[[str], None],
+                stop_after: int | None) -> tuple[dict, bool]:
+  """The frozen head's trainer (``answer.model=frozen_head``): its inputs
+  (knowledge text, walker evidence, the paths' graph — those the config
+  names) for the training and evaluation splits, then :func:`train`."""
+  splits = [config.train.split, config.eval.split]
+  knowledge = answer_inputs.knowledge_for(config, data_dir, splits, progress,
+                                          log, cache_dir=workdir)
+  evidence = answer_inputs.evidence_for(config, data_dir, splits, progress,
+                                        log)
+  graph_paths = answer_inputs.graph_paths_for(config, data_dir, splits,
+                                              progress, log)
+  return train(config, data_dir, workdir, knowledge=knowledge,
+               evidence=evidence, graph_paths=graph_paths,
+               progress=progress, log=log, stop_after=stop_after)
 
 
 def train(config, data_dir, workdir, *, knowledge, evidence=None,
@@ -49,7 +68,7 @@ def train(config, data_dir, workdir, *, knowledge, evidence=None,
         knowledge[split] if knowledge else None, c)
     if evidence is not None:
       feats[split] = feats[split][:3] + (choice_head.evidence_features(
-          evidence[split], c, a.get("evidence_choice_head", False)),
+          evidence[split], c, a.evidence_choice_head),
                                           ) + feats[split][3:]
     if graph_paths is not None:
       graphs[split] = path_graph.cached_graphs(

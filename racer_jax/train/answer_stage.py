@@ -1,16 +1,20 @@
-"""The AnswerAgent's local model: a cross-encoder fine-tuned on the training
-split (``--config.train.stage=answer``).
+"""The answer stage (``--config.train.stage=answer``): trains the answer
+model ``answer.model`` names (:data:`racer_jax.runs.registry.ANSWER_MODELS`:
+the cross-encoder here, the frozen head in
+:mod:`racer_jax.train.answer_head_stage`, or one a user registers), then
+calibrates the critic.
 
-Each question's choices are scored from ``question ⊕ choice ⊕ knowledge``
-(:mod:`racer_jax.answer.cross_encoder`); the knowledge is the GraphAgent's
-refined paths toward the choice as template sentences, retrieved once from
-the refiner run ``answer.knowledge_workdir`` and cached there (empty: the
-same model without knowledge, the baseline). Cross-entropy over the choices,
-AdamW with warmup and linear decay, one jitted update with the NaN guard;
-checkpointed, resumable, evaluated on ``eval.split`` at the end. The
-validation slice of the training split (``answer.validation_fraction``,
-:mod:`racer_jax.data.validation`) is kept out of training and evaluated at
-the end too (``validation_accuracy``); the critic is calibrated on it.
+The cross-encoder scores each question's choices from ``question ⊕ choice ⊕
+knowledge`` (:mod:`racer_jax.answer.cross_encoder`); the knowledge is the
+GraphAgent's refined paths toward the choice as template sentences,
+retrieved once from the refiner run ``answer.knowledge_workdir`` and cached
+there (empty: the same model without knowledge, the baseline).
+Cross-entropy over the choices, AdamW with warmup and linear decay, one
+jitted update with the NaN guard; checkpointed, resumable, evaluated on
+``eval.split`` at the end. The validation slice of the training split
+(``answer.validation_fraction``, :mod:`racer_jax.data.validation`) is kept
+out of training and evaluated at the end too (``validation_accuracy``); the
+critic is calibrated on it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.agents import answer_inputs
 from racer_jax.agents.answer_inputs import knowledge_for, knowledge_sources
 from racer_jax.answer import cross_encoder as ce
 from racer_jax.answer.cross_encoder_step import (
@@ -34,10 +37,9 @@ from racer_jax.answer.cross_encoder_step import (
 )
 from racer_jax.data import validation
 from racer_jax.eval import calibration
-from racer_jax.runs import run_config
+from racer_jax.runs import registry, run_config
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.update_loop import run_stage_updates
-from racer_jax.train import answer_head_stage
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -63,27 +65,26 @@ def train(config, data_dir, workdir, *, progress: bool = True,
 
 
 def _train_model(config, data_dir, workdir, *, progress, log, stop_after):
-  """``(last logged metrics, every update done)``."""
+  """``(last logged metrics, every update done)`` of the trainer
+  ``answer.model`` registers (:data:`racer_jax.runs.registry.
+  ANSWER_MODELS`)."""
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   run_config.save(config, workdir, "answer")
+  trainer = registry.resolve(
+      registry.ANSWER_MODELS.get(config.answer.model).trainer,
+      f"answer.model={config.answer.model!r}")
+  return trainer(config, data_dir, workdir, progress=progress, log=log,
+                 stop_after=stop_after)
+
+
+def train_cross_encoder(config, data_dir, workdir: Path, *, progress: bool,
+                        log: Callable[[str], None],
+                        stop_after: int | None) -> tuple[dict, bool]:
+  """The cross-encoder's trainer (``answer.model=cross_encoder``):
+  ``(last logged metrics, every update done)``."""
   a, t = config.answer, config.train
   eval_split = config.eval.split
-  if a.get("model", "cross_encoder") == "frozen_head":
-    knowledge = knowledge_for(config, data_dir, [t.split, eval_split],
-                              progress, log, cache_dir=workdir)
-    evidence = answer_inputs.evidence_for(config, data_dir,
-                                          [t.split, eval_split], progress, log)
-    graph_paths = answer_inputs.graph_paths_for(
-        config, data_dir, [t.split, eval_split], progress, log)
-    return answer_head_stage.train(config, data_dir, workdir,
-                                   knowledge=knowledge, evidence=evidence,
-                                   graph_paths=graph_paths,
-                                   progress=progress,
-                                   log=log, stop_after=stop_after)
-  if a.get("model", "cross_encoder") != "cross_encoder":
-    raise ValueError(f"answer.model={a.model!r}: expected cross_encoder or "
-                     "frozen_head")
   tokenizer = ce.ChoiceTokenizer(config.text.model_dir or None,
                                  max_length=a.max_length)
   knowledge = knowledge_for(config, data_dir, [t.split, eval_split],

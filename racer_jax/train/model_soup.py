@@ -40,7 +40,7 @@ from racer_jax.agents.answer_agent import (
 )
 from racer_jax.eval import answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs import run_config
+from racer_jax.runs import registry, run_config
 
 # Besides the knowledge setup: what makes two answer runs' weights and
 # inputs interchangeable.
@@ -64,10 +64,12 @@ def check_ingredients(configs: list, names: list[str]) -> None:
     raise ValueError(f"{names[0]}: train.stage is "
                      f"{recipe(configs[0])['train.stage']!r}, not 'answer'")
   first = recipe(configs[0])
-  if first["answer.model"] == "frozen_head":
-    raise ValueError(f"{names[0]}: frozen_head runs train their MLP from a "
-                     "random start, so they share no pretrained weights to "
-                     "average around; soups are for cross_encoder runs")
+  if not registry.ANSWER_MODELS.get(first["answer.model"]).soup:
+    soupable = [n for n in registry.ANSWER_MODELS.names()
+                if registry.ANSWER_MODELS.get(n).soup]
+    raise ValueError(f"{names[0]}: answer.model={first['answer.model']!r} "
+                     "runs share no pretrained weights to average around "
+                     f"(a soup is of {soupable} runs)")
   for config, name in zip(configs[1:], names[1:]):
     theirs = recipe(config)
     diff = setup_differences(first, theirs, first)

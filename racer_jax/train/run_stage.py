@@ -14,36 +14,24 @@ from typing import Callable
 import jax
 
 from racer_jax.errors import ConfigError
-from racer_jax.runs import workdir_lock
+from racer_jax.runs import registry, workdir_lock
 from racer_jax.runs.config_checks import check_config
-from racer_jax.train import answer_stage, hygrl_stage, multihop_stage
-from racer_jax.train import refiner_stage, walker_stage
-
-METHODS = {"racer": walker_stage.train, "hygrl": hygrl_stage.train,
-           "hygrl_multihop": multihop_stage.train}
-STAGES = ("walker", "refiner", "answer")
 
 
 def stage_trainer(config) -> Callable[..., dict]:
   """``train(config, data_dir, workdir, *, progress)`` of the config's
-  stage; ConfigError for a combination that cannot run."""
+  stage (:data:`racer_jax.runs.registry.TRAIN_STAGES`, else the method's
+  own, :data:`~racer_jax.runs.registry.METHODS`); ConfigError (from
+  :func:`check_config`, the one place that knows the combinations) for one
+  that cannot run."""
   check_config(config)
-  if config.method not in METHODS:
-    raise ConfigError(f"method={config.method!r}; expected one of "
-                      f"{sorted(METHODS)}")
   stage = config.train.stage
-  if stage not in STAGES:
-    raise ConfigError(f"train.stage={stage!r}; expected one of "
-                      f"{', '.join(STAGES)}")
-  run = METHODS[config.method]
-  if stage == "refiner":
-    if not config.refiner.walker_workdir:
-      raise ConfigError("--config.train.stage=refiner needs "
-                        "--config.refiner.walker_workdir=<a walker run>")
-    run = refiner_stage.train
-  elif stage == "answer":
-    run = answer_stage.train
-  if jax.process_count() > 1 and run is not walker_stage.train:
+  if stage == "refiner" and not config.refiner.walker_workdir:
+    raise ConfigError("--config.train.stage=refiner needs "
+                      "--config.refiner.walker_workdir=<a walker run>")
+  run = registry.TRAIN_STAGES.get(stage) or registry.METHODS.get(
+      config.method)
+  if jax.process_count() > 1 and run is not registry.METHODS.get("racer"):
     raise ConfigError(
         f"method={config.method!r} stage={stage!r} trains in one process; "
         "multi-process training covers the walker (method=racer, "

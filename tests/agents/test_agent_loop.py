@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 
+from configs import test as test_config
 from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import gemini_backend, llm_usage, templates
@@ -229,8 +230,6 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
                                             retrieval_runs):
   """agents.graph=explorer: the LLM explores with the graph functions and
   the triples it saw that touch a choice become that choice's evidence."""
-  import ml_collections
-
   from racer_jax.agents.retrieval import build_graph_agent
   _, local, data = parts
   _, _, refiner_dir = retrieval_runs
@@ -253,8 +252,8 @@ def test_explorer_serves_as_the_graph_agent(parts, demo_workspace,
                          "reason": "ok"})
     return json.dumps({"answer": 0, "confidence": 0.6, "rationale": "r"})
 
-  agents = ml_collections.ConfigDict({"graph": "explorer",
-                                      "max_interactions": 8})
+  agents = test_config.get_config().agents
+  agents.graph, agents.max_interactions = "explorer", 8
   with StubGemini(respond) as stub:
     backend = gemini_backend.GeminiBackend("m", api_key="k", base_url=stub.url)
     graph = build_graph_agent(agents, refiner_dir, demo_workspace, 2,
@@ -292,8 +291,6 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
                                               retrieval_runs,
                                               tmp_path_factory):
   """agents.graph=hygrl: shortest paths inside the beam's subgraph."""
-  import ml_collections
-
   from racer_jax.agents.retrieval import build_graph_agent
   from racer_jax.train import hygrl_stage
   config, _, refiner_dir = retrieval_runs
@@ -303,8 +300,8 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
   hygrl_stage.train(hconfig, None, workdir, progress=False,
                     log=lambda _: None)
   _, local, data = parts
-  agents = ml_collections.ConfigDict({"graph": "hygrl",
-                                      "hygrl_workdir": str(workdir)})
+  agents = test_config.get_config().agents
+  agents.graph, agents.hygrl_workdir = "hygrl", str(workdir)
   graph = build_graph_agent(agents, refiner_dir, demo_workspace, 2, None,
                             log=lambda _: None)
   collab = Collaboration(graph, local, critic_lib.LocalCritic(0.0),
@@ -441,25 +438,28 @@ def test_each_ensemble_view_is_shown_its_own_extra_text(parts):
 
 
 def test_retrieval_of_an_answer_run():
-  import ml_collections
-
   from racer_jax.agents.retrieval import retrieval_of
-  run = lambda k: ml_collections.ConfigDict({"answer": {
-      "knowledge_workdir": k}})
-  agents = lambda r: ml_collections.ConfigDict({"retrieval_workdir": r})
+
+  def ev(knowledge, evidence=""):
+    config = test_config.get_config()
+    config.answer.knowledge_workdir = knowledge
+    config.answer.evidence_workdir = evidence
+    return config
+
+  def agents(retrieval):
+    config = test_config.get_config().agents
+    config.retrieval_workdir = retrieval
+    return config
+
+  run = ev
   assert retrieval_of(run("/r"), agents(""), "w") == ("/r", True)
   assert retrieval_of(run("/r"), agents("/r"), "w") == ("/r", True)
   assert retrieval_of(run(""), agents("/x"), "w") == ("/x", False)
-  # runs saved before the option existed
-  assert retrieval_of(run("/r"), ml_collections.ConfigDict({}), "w") == (
-      "/r", True)
   with pytest.raises(ValueError, match="trained on the paths of /r"):
     retrieval_of(run("/r"), agents("/x"), "w")
   with pytest.raises(ValueError, match="--retrieval_workdir"):
     retrieval_of(run(""), agents(""), "w")
   # an answerer reading the walker's evidence retrieves from that run
-  ev = lambda k, e: ml_collections.ConfigDict({"answer": {
-      "knowledge_workdir": k, "evidence_workdir": e}})
   assert retrieval_of(ev("", "/e"), agents(""), "w") == ("/e", False)
   assert retrieval_of(ev("/e", "/e"), agents("/e"), "w") == ("/e", True)
   with pytest.raises(ValueError, match="agents.retrieval_workdir=/x"):
@@ -467,8 +467,11 @@ def test_retrieval_of_an_answer_run():
   with pytest.raises(ValueError, match="answer.knowledge_workdir=/r"):
     retrieval_of(ev("/r", "/e"), agents(""), "w")
   # so does one reading the graph of that run's paths, and both must agree
-  graph = lambda k, e, g: ml_collections.ConfigDict({"answer": {
-      "knowledge_workdir": k, "evidence_workdir": e, "graph_workdir": g}})
+  def graph(knowledge, evidence, graph_workdir):
+    config = ev(knowledge, evidence)
+    config.answer.graph_workdir = graph_workdir
+    return config
+
   assert retrieval_of(graph("", "", "/g"), agents(""), "w") == ("/g", False)
   assert retrieval_of(graph("/g", "/g", "/g"), agents(""), "w") == ("/g",
                                                                    True)
@@ -476,3 +479,74 @@ def test_retrieval_of_an_answer_run():
     retrieval_of(graph("", "/e", "/g"), agents(""), "w")
   with pytest.raises(ValueError, match="answer.knowledge_workdir=/r"):
     retrieval_of(graph("/r", "", "/g"), agents(""), "w")
+
+
+class ChoiceEdges:
+  """A GraphAgent a user might add, registered from this file alone: each
+  choice's heaviest out-edges from its own concepts, as one-hop paths."""
+
+  use_memory, memory_source, temperature = False, "none", 0.0
+
+  def __init__(self, kg, keep):
+    self.kg, self.keep = kg, keep
+
+  def reset_memory(self):
+    pass
+
+  def record(self, paths, outcome) -> int:
+    return 0
+
+  def retrieve(self, batch, rng, temperature=None, examples=None):
+    from racer_jax.answer.path_text import RetrievedPath, Triple
+    concept = batch.graphs.nodes["concept"]
+    out = [None] * batch.example_mask.shape[0]
+    for b in np.flatnonzero(batch.example_mask):
+      out[b] = []
+      for c in range(batch.choice_valid.shape[1]):
+        paths = []
+        for i in concept[b][batch.choice_mask[b, :, c]]:
+          if i < 0:
+            continue
+          e = self.kg.out_edges(int(i))
+          for j in np.argsort(-e["weight"], kind="stable")[:self.keep]:
+            paths.append(RetrievedPath([Triple(
+                self.kg.concepts[int(i)], self.kg.relations[e["rel"][j]],
+                self.kg.concepts[int(e["dst"][j])], int(e["edge_id"][j]))],
+                float(e["weight"][j]), False, True))
+        out[b].append(sorted(paths, key=lambda p: -p.score)[:self.keep])
+    return {}, out
+
+
+def test_a_graph_agent_registered_from_a_test_file(parts, demo_workspace,
+                                                   retrieval_runs):
+  from racer_jax.agents.retrieval import build_graph_agent
+  from racer_jax.errors import ConfigError
+  from racer_jax.runs import registry
+  from racer_jax.runs.config_checks import check_config
+  _, local, data = parts
+  _, _, refiner_dir = retrieval_runs
+  config = test_config.get_config()
+  config.agents.graph = "choice_edges"
+  with pytest.raises(ConfigError, match=r"agents.graph='choice_edges'.*"
+                     r"'walker'"):
+    check_config(config)
+  registry.GRAPH_AGENTS.register(
+      "choice_edges", lambda agents, refiner_dir, ws, keep, backend, *,
+      encoder, log: ChoiceEdges(ws.kg, keep))
+  try:
+    check_config(config)
+    graph = build_graph_agent(config.agents, refiner_dir, demo_workspace, 2,
+                              None)
+  finally:
+    registry.GRAPH_AGENTS.unregister("choice_edges")
+  results = run(Collaboration(graph, local, critic_lib.LocalCritic(0.0),
+                              max_turns=1), data)
+  kg = demo_workspace.kg
+  shown = [p for r in results for ps in r.rounds[0].paths for p in ps]
+  assert results and shown
+  for r in results:
+    for ps in r.rounds[0].paths:
+      assert len(ps) <= 2
+      for p in ps:
+        t = p.triples[0]
+        assert kg.has_edge(t.head, t.relation, t.tail)

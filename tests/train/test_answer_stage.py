@@ -159,8 +159,8 @@ def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path,
   config = train_answer_config(workdir)
   answerer = LocalAnswerer(workdir)
   assert answerer.uses_evidence and not answerer.uses_knowledge
-  width = answerer._params["hidden"]["kernel"].shape[0]
-  assert width == 6 * answerer._encoder.dim + 3 + choice_head.evidence_dim(
+  width = answerer.state.params["hidden"]["kernel"].shape[0]
+  assert width == 6 * answerer.predictor.encoder.dim + 3 + choice_head.evidence_dim(
       with_choice_head)
   figures = answer_eval.evaluate(config, None, workdir, **QUIET)
   trained = [json.loads(x) for x in
@@ -199,7 +199,7 @@ def test_frozen_head_reads_the_paths_graph(retrieval_runs, tmp_path):
   assert run_config.chosen(config, "refiner_top_k_chosen") is not None
   answerer = LocalAnswerer(workdir)
   assert answerer.uses_graph and not answerer.uses_knowledge
-  assert "graph" in answerer._params
+  assert "graph" in answerer.state.params
   figures = answer_eval.evaluate(config, None, workdir, **QUIET)
   trained = [json.loads(x) for x in
              (workdir / "metrics.jsonl").read_text().splitlines()

@@ -7,11 +7,12 @@ import json
 import shutil
 
 import jax
-import jax.numpy as jnp
 import ml_collections
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import test as test_config
 from racer_jax.agents.answer_agent import LocalAnswerer
 from racer_jax.eval import answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
@@ -21,15 +22,17 @@ from tests.trained_runs import QUIET
 
 
 def _config(**answer):
-  return ml_collections.ConfigDict({
-      "train": {"stage": "answer"},
-      "answer": {"model": "cross_encoder", "knowledge_workdir": "ref",
-                 "paths_per_choice": 2, "max_sentences": 6,
-                 "reached_only": False, "choice_triples": 3,
-                 "similar_questions": 0, "max_length": 96,
-                 "head_hidden": 256, **answer},
-      "text": {"model_dir": ""}, "use_openbook": False,
-      "openbook": {"facts_per_choice": 2}, "batch": {"num_choices": 5}})
+  config = test_config.get_config()
+  config.train.stage = "answer"
+  config.answer.update({"model": "cross_encoder", "knowledge_workdir": "ref",
+                        "paths_per_choice": 2, "max_sentences": 6,
+                        "reached_only": False, "choice_triples": 3,
+                        "similar_questions": 0, "max_length": 96,
+                        "head_hidden": 256, **answer})
+  config.text.model_dir = ""
+  config.use_openbook, config.openbook.facts_per_choice = False, 2
+  config.batch.num_choices = 5
+  return config
 
 
 def test_ingredients_must_be_one_model_shown_one_input():
@@ -44,9 +47,11 @@ def test_ingredients_must_be_one_model_shown_one_input():
   with pytest.raises(ValueError, match="frozen_head"):
     model_soup.check_ingredients([_config(model="frozen_head")] * 2,
                                  ["a", "b"])
-  # a run saved before a knowledge field existed was trained with it off
-  old = _config()
-  del old.answer["similar_questions"]
+  # a run saved before a knowledge field existed loads with it off
+  saved = json.loads(_config().to_json())
+  del saved["answer"]["similar_questions"]
+  assert "answer.similar_questions" in run_config.upgrade(saved)
+  old = ml_collections.ConfigDict(saved)
   model_soup.check_ingredients([_config(choice_triples=3), old], ["a", "b"])
   with pytest.raises(ValueError, match="answer.similar_questions 1 vs 0"):
     model_soup.check_ingredients([_config(similar_questions=1), old],

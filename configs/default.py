@@ -353,6 +353,17 @@ def get_config() -> ml_collections.ConfigDict:
   # sequence ("sequence", this project's first form, kept until the two are
   # compared on validation)
   config.hygrl.pair_anchor = "sequence"
+  # the policy's input: "embedding" (node vectors and the four metrics, the
+  # CSQA input) or "scores" (the paper's (2L+1)-dim relevance vector)
+  config.hygrl.policy_features = "embedding"
+  # the offline judge's reward: "sufficient" (the answer choice grounded)
+  # or "gold_recall" (the share of gold passages found; multi-hop)
+  config.hygrl.reward = "sufficient"
+  # multi-hop stage: imitation with AdamW at learning_rate and
+  # ReduceLROnPlateau, then RL with Adam at rl_learning_rate
+  config.hygrl.rl_learning_rate = 5e-4
+  config.hygrl.plateau_factor = 0.5
+  config.hygrl.plateau_patience = 5     # epochs without improvement
 
   # OpenBookQA's open book as extra knowledge for the answerer
   # (racer_jax/answer/openbook.py), in answer training and evaluation.
@@ -369,6 +380,50 @@ def get_config() -> ml_collections.ConfigDict:
   config.curriculum.start = 0.2          # competence at step 0
   config.curriculum.ramp_fraction = 0.5  # uniform after this share of steps
   config.curriculum.temperature = 0.1
+
+  # Multi-hop passage retrieval (method=hygrl_multihop, configs/
+  # hygrl_2wiki.py): the heterogeneous passage graph and HyGRL's search
+  # over it; read by no other method.
+  config.multihop = ml_collections.ConfigDict()
+  config.multihop.dataset = "2wiki"   # or "hotpotqa", "musique" (samples)
+  # N: nodes of a question's subgraph. On 2Wiki 97.6% of the gold passages
+  # are within the 128 nodes cut, 98.8% within 256 (4x slower updates)
+  config.multihop.max_nodes = 128
+  config.multihop.max_edges = 2048    # E: its directed edges
+  config.multihop.hops = 3            # entity -> passage -> entity -> passage
+  config.multihop.multi_entity_only = False  # HyGRL's filter: >= 2 seeds
+  # a question that mentions no entity: the entities whose title vectors
+  # are closest to the question's become its seeds (0: none, no retrieval)
+  config.multihop.fallback_seeds = 2
+  config.multihop.top_k = (2, 5)      # Recall@k reported
+  config.multihop.latency_questions = 50  # timed one at a time
+  # the policy's τ is refitted after training so that it adds as many nodes
+  # on the training questions as HyGRL-Heuristic at heuristic_tau (an
+  # equal node budget); False: hygrl.tau as set
+  config.multihop.fit_policy_tau = True
+  # m(Q, .) in the (2L+1) vector: "bi_encoder" (cosines), "cross_encoder"
+  # (the MiniLM cross-encoder fine-tuned on the training questions,
+  # listwise: each gold passage against its hard negatives; once per
+  # question with the seeds) or "cross_encoder_state" (the same model at
+  # every search state: the paper's m_ce(Q ⊕ N_s, a); per update batch x
+  # D_max x (N + L) pairs, ~100k at batch 256: not measured on CPU). On
+  # 2Wiki dev "cross_encoder" measured Recall@2 / @5 0.739 / 0.923 (policy
+  # seeds 0-2) against 0.731 / 0.918 (within the seeds' spread) at ~1 s per
+  # question instead of ~0.05 s on 2 cores: an option, not the default
+  config.multihop.relevance = "bi_encoder"
+  # m(n_i, a), the vector's node-to-node entries: "cosine" (bi-encoder) or,
+  # with relevance=cross_encoder_state, "cross_encoder": the whole (2L+1)
+  # vector from the cross-encoder as in the paper, N + L + L*N pairs per
+  # state (5x the question entries alone at N=128, L=4)
+  config.multihop.node_pairs = "cosine"
+  # pairs_per_chunk: with cross_encoder_state, the pairs of a search state
+  # scored at once (0: all): a step holds batch x chunk pairs' activations
+  # (at batch 256 and chunk 32 about 8k pairs of 64 tokens)
+  config.multihop.reranker = ml_collections.ConfigDict(dict(
+      max_length=64, negatives=5, epochs=1, lists_per_batch=8,
+      learning_rate=3e-5, pairs_per_chunk=32))
+  config.multihop.policy_tau_grid = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                                     0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
   config.eval = ml_collections.ConfigDict()
   config.eval.split = "dev"

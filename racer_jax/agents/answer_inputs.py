@@ -140,14 +140,14 @@ def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
         a.knowledge_workdir, data_dir, splits, keep=a.paths_per_choice,
         batch_size=config.eval.batch_size, seed=config.seed,
         progress=progress, log=log)
-    if a.get("reached_only", False):
+    if a.reached_only:
       paths = {s: [[[p for p in ps if p.reached] for ps in choices]
                    for choices in k] for s, k in paths.items()}
   grounded = None  # (workspace, its config), loaded once for both below
-  if a.get("choice_triples", 0) > 0 or config.get("use_openbook", False):
+  if a.choice_triples > 0 or config.use_openbook:
     grounded = _knowledge_workspace(config, data_dir, splits, progress, log)
   own = None  # the same for each choice's own triples
-  if a.get("choice_triples", 0) > 0:
+  if a.choice_triples > 0:
     own = choice_triples_for(config, grounded, splits, log)
   texts = None
   if paths is not None or own is not None:
@@ -156,11 +156,11 @@ def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
         own[s][q][j] if own else [], paths[s][q][j] if paths else [],
         a.max_sentences) for j in range(len(row))]
                  for q, row in enumerate(either[s])] for s in splits}
-  if config.get("use_openbook", False):
+  if config.use_openbook:
     facts = openbook_texts(config, data_dir, grounded, splits, log)
     texts = {s: openbook.join_knowledge(facts[s], texts and texts[s])
              for s in splits}
-  if a.get("similar_questions", 0) > 0:
+  if a.similar_questions > 0:
     sim = similar_for(config, data_dir, cache_dir, log)
     texts = {s: openbook.join_knowledge(
         sim.per_choice(load_examples(config, data_dir, s),
@@ -172,16 +172,16 @@ def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
 def knowledge_sources(config) -> str:
   """The knowledge the answer model is shown, in words (for the log)."""
   a = config.answer
-  parts = [f"{a.get('similar_questions', 0)} similar training questions"
-           if a.get("similar_questions", 0) > 0 else "",
-           "the open book" if config.get("use_openbook", False) else "",
+  parts = [f"{a.similar_questions} similar training questions"
+           if a.similar_questions > 0 else "",
+           "the open book" if config.use_openbook else "",
            f"{a.choice_triples} triples per choice"
-           if a.get("choice_triples", 0) > 0 else "",
+           if a.choice_triples > 0 else "",
            f"paths from {a.knowledge_workdir}" if a.knowledge_workdir else "",
            f"walker evidence from {a.evidence_workdir}"
-           if a.get("evidence_workdir", "") else "",
+           if a.evidence_workdir else "",
            f"the graph of the paths from {a.graph_workdir}"
-           if a.get("graph_workdir", "") else ""]
+           if a.graph_workdir else ""]
   return ", ".join(p for p in parts if p)
 
 

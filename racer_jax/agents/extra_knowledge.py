@@ -26,10 +26,9 @@ class ExtraKnowledge:
   def __init__(self, config, data_dir, workdir, ws, encoder,
                log: Callable[[str], None] = print):
     self.book = self.similar = None
-    self.facts_per_choice = config.get("openbook", {}).get(
-        "facts_per_choice", 0)
-    self.similar_questions = int(config.answer.get("similar_questions", 0))
-    if config.get("use_openbook", False):
+    self.facts_per_choice = config.openbook.facts_per_choice
+    self.similar_questions = int(config.answer.similar_questions)
+    if config.use_openbook:
       self.book = openbook.make_openbook(config, data_dir, ws, encoder)
     if self.similar_questions > 0:
       self.similar = answer_inputs.similar_for(config, data_dir,

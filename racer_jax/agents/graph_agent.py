@@ -173,10 +173,7 @@ class GraphAgent:
     self.memory = (wstate.memory if self.use_memory and
                    wstate.memory.num_edges == ws.kg.num_edges
                    else edge_memory.empty(ws.kg.num_edges))
-    self._gamma = wconfig.memory.get("gamma", 1.0) if "memory" in wconfig \
-        else 1.0
-    self._prior = wconfig.memory.get("prior", 1.0) if "memory" in wconfig \
-        else 1.0
+    self._gamma, self._prior = wconfig.memory.gamma, wconfig.memory.prior
     self.temperature = self._cfg.temperature
     self._initial_memory = self.memory
     # what filled the memory a pass starts from (see start_from)

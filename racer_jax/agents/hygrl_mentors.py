@@ -27,6 +27,7 @@ import numpy as np
 from racer_jax.agents import llm, llm_backends, llm_usage, templates
 from racer_jax.errors import ConfigError
 from racer_jax.kg import relations as rel_lib
+from racer_jax.runs import registry
 
 MENTOR_SYSTEM = (
     "You guide a search over a commonsense knowledge graph that collects "
@@ -76,7 +77,7 @@ def llm_roles(config) -> tuple[bool, bool]:
   ``config.agents``, required) or ``auto`` (that backend when one is
   configured, i.e. ``agents.backend`` is not ``local``, else the oracle);
   ValueError for anything else."""
-  has_backend = config.agents.get("backend", "local") != "local"
+  has_backend = config.agents.backend != "local"
   roles = []
   for name in ("mentor", "judge"):
     value = config.hygrl.get(name, "offline")
@@ -103,18 +104,18 @@ def role_backend(config, workdir, log=print):
   mentor, judge = llm_roles(config)
   if not (mentor or judge):
     log(f"HyGRL RL stage: mentor and judge offline (hygrl.mentor="
-        f"{h.get('mentor', 'offline')}, judge={h.get('judge', 'offline')}, "
-        f"agents.backend={config.agents.get('backend', 'local')})")
+        f"{h.mentor}, judge={h.judge}, "
+        f"agents.backend={config.agents.backend})")
     return None
   backend = llm_backends.make_backend(
       config.agents, cache_path=Path(workdir) / "llm_cache.sqlite")
   if backend is None:
     raise ConfigError("hygrl.mentor/judge=llm needs a text LLM: "
-                      "--config.agents.backend=gemini or openai")
+                      + registry.llm_backend_flags("--config.agents.backend"))
   names = role_names(config)
   log(f"HyGRL RL stage: mentor {names['mentor']}, sufficiency judge "
       f"{names['judge']} ({backend!r}; hygrl.mentor="
-      f"{h.get('mentor', 'offline')}, judge={h.get('judge', 'offline')})")
+      f"{h.mentor}, judge={h.judge})")
   return backend, llm_usage.UsageReport()
 
 

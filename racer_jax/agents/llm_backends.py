@@ -26,6 +26,7 @@ from racer_jax.agents.llm import (GenerationSettings, LLMReply, Request,
 from racer_jax.agents.llm_cache import ResponseCache
 from racer_jax.errors import ConfigError
 from racer_jax.runs.config_checks import check_config
+from racer_jax.runs import registry
 from racer_jax.runs.registry import LLM_BACKENDS
 
 # What ``launch/evaluate.py`` and ``launch/answer.py`` may override, beside
@@ -51,7 +52,7 @@ def evaluation_agents(saved, *, backend: str | None = None,
   :data:`SETTING_FIELDS`. A backend other than the saved one starts from its
   own default model (the saved model names the saved backend's)."""
   agents = ml_collections.ConfigDict(default_config.get_config().agents)
-  agents.update(saved.get("agents", {}))
+  agents.update(saved.agents)
   if backend:
     if backend not in LLM_BACKENDS.names():
       raise ConfigError(f"--backend={backend!r}: expected one of "
@@ -89,7 +90,7 @@ def evaluation_agents(saved, *, backend: str | None = None,
 
 def endpoint_of(agents) -> str:
   """The endpoint ``agents`` names: its base URL, else its backend's."""
-  base = agents.get("base_url", "") or ""
+  base = agents.base_url or ""
   backend_class = LLM_BACKENDS.get(agents.backend)
   return (base or getattr(backend_class, "default_endpoint", "")).rstrip("/")
 
@@ -98,10 +99,10 @@ def _real(agents, api_key, cache):
   backend_class = LLM_BACKENDS.get(agents.backend)
   return backend_class(
       agents.model or backend_class.default_model,
-      api_key=api_key, base_url=agents.get("base_url") or None,
+      api_key=api_key, base_url=agents.base_url or None,
       timeout_s=agents.timeout_s, attempts=agents.attempts,
       max_concurrency=agents.max_concurrency,
-      max_retry_wait_s=agents.get("max_retry_wait_s", 60.0),
+      max_retry_wait_s=agents.max_retry_wait_s,
       settings=GenerationSettings.from_config(agents), cache=cache)
 
 
@@ -116,7 +117,7 @@ def make_backend(agents, api_key: str | None = None,
   if LLM_BACKENDS.get(name) is None:   # "local": the trained models
     if dry_run:
       raise ConfigError("--dry_run shows what an LLM backend would be sent: "
-                        "use it with --backend=gemini or --backend=openai")
+                        "use it with " + registry.llm_backend_flags())
     return None
   cache = ResponseCache(cache_path) if cache_path else None
   if not dry_run:

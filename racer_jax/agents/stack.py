@@ -62,7 +62,7 @@ def eval_config(rconfig, data_dir, eval_file):
          f"{hashlib.sha256(str(eval_file).encode()).hexdigest()[:8]}")
   rconfig = rconfig.copy_and_resolve_references()
   with rconfig.unlocked():
-    files = dict(rconfig.data.get("files", {}))
+    files = dict(rconfig.data.files)
     if rconfig.data.dataset != "jsonl":
       files = {s: str(datasets.split_path(
           rconfig, s, datasets.resolve_data_dir(data_dir)))
@@ -169,7 +169,7 @@ class AgentStack:
                                           self.workdir, self.ws,
                                           self.encoder, log)
     self.triples = None
-    if config.answer.get("choice_triples", 0) > 0:
+    if config.answer.choice_triples > 0:
       self.triples = choice_triples.ChoiceTriples(
           self.ws.kg, self.ws.concept_emb, self.encoder)
     self._inputs, self._subsets = {}, {}
@@ -277,7 +277,7 @@ class AgentStack:
     (runs from before the stack held it out, or with another slice): the
     critic's calibration data are then easier than the evaluated split."""
     mine = validation.slice_of(self.config)
-    walker = Path(self.rconfig.refiner.get("walker_workdir", ""))
+    walker = Path(self.rconfig.refiner.walker_workdir)
     configs = [self.rconfig]
     if (walker / "config.json").is_file():
       configs.append(run_config.load(walker, "walker run"))
@@ -294,8 +294,8 @@ class AgentStack:
     (:func:`templates.memory_renderer`; None with ``agents.template=plain``;
     ``llm`` rewrites through the backend)."""
     return templates.memory_renderer(
-        graph, self.ws.kg.num_edges, self.agents.get("template", "memory"),
-        self.agents.get("rejected_edges", "flag"), backend=self.backend,
+        graph, self.ws.kg.num_edges, self.agents.template,
+        self.agents.rejected_edges, backend=self.backend,
         report=self.usage)
 
   def few_shot(self):
@@ -306,8 +306,8 @@ class AgentStack:
       records = critic_lib.calibration_folder(
           self.workdir, self.calibration_identity()) / "validation.jsonl"
       self._few_shot = few_shot_lib.from_calibration(
-          records, int(self.agents.get("few_shot", 3)),
-          self.agents.get("few_shot_rule", "seeded"), int(self.config.seed),
+          records, int(self.agents.few_shot),
+          self.agents.few_shot_rule, int(self.config.seed),
           self.memory_templates(self.graph), self.config.text.model_dir)
     return self._few_shot or None
 
@@ -320,8 +320,8 @@ class AgentStack:
         "answer_members": self.members,
         "answer_steps": steps if isinstance(steps, list) else [steps],
         "retrieval_workdir": str(Path(self.refiner_dir).resolve()),
-        "graph_agent": self.agents.get("graph", "walker"),
-        "hygrl_workdir": self.agents.get("hygrl_workdir", ""),
+        "graph_agent": self.agents.graph,
+        "hygrl_workdir": self.agents.hygrl_workdir,
         "paths_shown_to_answerer": self.paths_shown,
         "paths_per_choice": self.keep,
         "memory_source": self.graph.memory_source,
@@ -347,7 +347,7 @@ class AgentStack:
       if self._scorer is None and self.agents.backend == "openai":
         self._scorer = scorers.make_scorer(
             "openai", model=self.agents.model,
-            base_url=self.agents.get("base_url") or None)
+            base_url=self.agents.base_url or None)
       if self._scorer is None:
         raise ConfigError(f"agents.answer_mode=score needs a model that "
                           f"scores: --backend=jax, or --backend=openai with "
@@ -371,12 +371,11 @@ class AgentStack:
       identity = self.llm_identity
       render = self.memory_templates(graph or self.graph)
       shots = self.few_shot()
-      show = bool(self.agents.get("show_paths", True))
-      if self.agents.get("answer_mode", "generate") == "score":
+      show = bool(self.agents.show_paths)
+      if self.agents.answer_mode == "score":
         scorer = self.scorer()
         answerer = ScoringAnswerer(scorer, self.usage,
-                                   self.agents.get("score_metric",
-                                                   "acc_norm"), show)
+                                   self.agents.score_metric, show)
         if record_score_critic:
           critic = ScoringCritic(scorer, self.usage, show, min_accept=0.0)
         elif max_turns > 1:

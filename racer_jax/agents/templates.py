@@ -20,6 +20,7 @@ from racer_jax.answer.path_text import (  # noqa: F401  (the agent's vocabulary)
   path_sentences,
   sentence,
 )
+from racer_jax.runs import registry
 
 REWRITE_SYSTEM = (
     "Rewrite the numbered knowledge statements as fluent English, one line "
@@ -145,7 +146,7 @@ def memory_renderer(graph, num_edges: int, mode: str = "memory",
                                for o, ps in zip(own, paths)]
   if mode == "llm" and backend is None:
     raise ValueError("agents.template=llm rewrites through an LLM backend: "
-                     "use it with --backend=gemini or openai")
+                     "use it with " + registry.llm_backend_flags())
   zeros = np.zeros(num_edges, np.float32)
 
   def render(own, paths):

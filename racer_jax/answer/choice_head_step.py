@@ -45,19 +45,19 @@ def cached_features(path: Path, encoder, examples, knowledge, num_choices):
 def create_state(config, dim: int, num_steps: int):
   a = config.answer
   model = choice_head.ChoiceHead(hidden=a.head_hidden, dropout=a.dropout,
-                                 graph_hidden=a.get("graph_hidden", 32),
-                                 graph_layers=a.get("graph_layers", 2))
+                                 graph_hidden=a.graph_hidden,
+                                 graph_layers=a.graph_layers)
   schedule = optax.warmup_cosine_decay_schedule(
       0.0, a.head_learning_rate, max(1, num_steps // 10), max(num_steps, 2))
   optimizer = optax.adamw(schedule, weight_decay=a.weight_decay)
   rng = jax.random.PRNGKey(config.seed)
   z = jnp.zeros((1, dim))
   e = (jnp.zeros((1, 1, choice_head.evidence_dim(
-      a.get("evidence_choice_head", False))))
-       if a.get("evidence_workdir", "") else None)
+      a.evidence_choice_head)))
+       if a.evidence_workdir else None)
   c = config.batch.num_choices
   graph = (path_graph.empty(c, dim).take([0])
-           if a.get("graph_workdir", "") else None)
+           if a.graph_workdir else None)
   zc = jnp.zeros((1, c, dim))
   if e is not None:
     e = jnp.broadcast_to(e, (1, c, e.shape[-1]))

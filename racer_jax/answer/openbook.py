@@ -100,7 +100,7 @@ class OpenBook:
 
 def book_path(config, data_dir) -> Path:
   """``openbook.file`` or the dataset's ``obqa/Main/openbook.txt``."""
-  book = config.get("openbook", {}).get("file", "")
+  book = config.openbook.file
   if book:
     return Path(book).expanduser()
   root = datasets.resolve_data_dir(data_dir)

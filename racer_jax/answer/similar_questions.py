@@ -131,7 +131,7 @@ def from_config(config, data_dir, cache_path,
   the training split, the run's validation slice is left out of the index:
   its labels may be shown to no training question."""
   a = config.answer
-  split = a.get("similar_split", "train")
+  split = a.similar_split
   path = datasets.split_path(config, split,
                              datasets.resolve_data_dir(data_dir))
   examples, _ = qa.load_jsonl(path, on_bad_line=config.data.on_bad_line)
@@ -139,7 +139,7 @@ def from_config(config, data_dir, cache_path,
   if split == config.train.split:
     keep, held_rows = validation.split_rows(config, len(examples))
     examples, held = [examples[i] for i in keep], len(held_rows)
-  name = a.get("similar_encoder", "minilm")
+  name = a.similar_encoder
   kwargs = ({"model_dir": config.text.model_dir}
             if config.text.model_dir and name == "minilm" else {})
   sim = SimilarQuestions(examples, encoder_registry.get_encoder(name, **kwargs),

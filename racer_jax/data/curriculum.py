@@ -175,8 +175,8 @@ def make_sampler(config, dataset, features_fn, log=print):
   """The training batch source: ``dataset`` itself (uniform epochs) or,
   with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler over
   ``features_fn()`` (float [Q, 3], computed only then)."""
-  cur = config.get("curriculum", {})
-  if not cur.get("enabled", False):
+  cur = config.curriculum
+  if not cur.enabled:
     return dataset
   sampler = CurriculumSampler(
       dataset, features_fn(),

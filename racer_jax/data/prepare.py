@@ -226,7 +226,7 @@ def check_grounded(config, split_report: dict, kg_report: dict) -> None:
   grounds a concept of the KG: nothing could be walked or trained on it
   (``data.allow_ungrounded=True`` goes on)."""
   r = split_report
-  if not r["questions"] or config.data.get("allow_ungrounded", False):
+  if not r["questions"] or config.data.allow_ungrounded:
     return
   if r["question_grounded"] and r["choices_grounded"]:
     return

@@ -36,14 +36,11 @@ def validation_indices(num_questions: int, fraction: float,
       np.int64)
 
 
-def slice_of(config) -> tuple[float, int] | None:
-  """``(fraction, seed)`` of the run ``config``; None when the run was
-  saved before validation slices existed (its config lacks the field)."""
-  answer = config.get("answer", {})
-  if FIELD.split(".")[1] not in answer:
-    return None
-  return float(answer.validation_fraction), int(
-      answer.get("validation_seed", 0))
+def slice_of(config) -> tuple[float, int]:
+  """``(fraction, seed)`` of the run ``config`` (fraction 0: no slice, as
+  in runs saved before slices existed: ``run_config.LEGACY``)."""
+  return (float(config.answer.validation_fraction),
+          int(config.answer.validation_seed))
 
 
 def split_rows(config, num_questions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -59,19 +56,14 @@ def require_slice(config, where) -> tuple[float, int]:
   """``(fraction, seed)``, or a :class:`ConfigError` naming the missing
   field for runs without a validation slice (``where``: the run folder)."""
   found = slice_of(config)
-  if found is None:
-    raise ConfigError(
-        f"{where}: config.json has no {FIELD}: this answer run was trained "
-        "before validation slices existed, so there is no held-out training "
-        "data to calibrate the critic on; retrain it, or pass "
-        "--legacy_critic_calibration to fit the critic two-fold on the "
-        "evaluated split (the report then says so in its first line)")
   if found[0] <= 0.0:
     raise ConfigError(
-        f"{where}: {FIELD}=0: this answer run trained on every training "
-        "question, so there is no held-out training data to calibrate the "
-        "critic on; retrain with a validation fraction > 0, or pass "
-        "--legacy_critic_calibration")
+        f"{where}: {FIELD}=0 (or absent: a run from before validation "
+        "slices): this answer run trained on every training question, so "
+        "there is no held-out training data to calibrate the critic on; "
+        "retrain with a validation fraction > 0, or pass "
+        "--legacy_critic_calibration to fit the critic two-fold on the "
+        "evaluated split (the report then says so in its first line)")
   return found
 
 
@@ -83,11 +75,10 @@ def source_split(config, split: str, where) -> str:
   if split != SPLIT:
     return split
   found = slice_of(config)
-  if not found or found[0] <= 0.0:
+  if found[0] <= 0.0:
     raise ConfigError(
         f"{where}: --split={SPLIT} evaluates the questions training left "
-        f"out, but this run kept none ({FIELD}="
-        f"{found[0] if found else 'absent'})")
+        f"out, but this run kept none ({FIELD}={found[0]})")
   return config.train.split
 
 

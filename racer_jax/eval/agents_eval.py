@@ -126,7 +126,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                      eval_file=eval_file, progress=progress, log=log)
   key, ws, local = stack.split_key, stack.ws, stack.local
   data = ws.splits[key]
-  learn_labels = bool(agents.get("learn_from_eval_labels", False))
+  learn_labels = bool(agents.learn_from_eval_labels)
   name = key + (".ensemble" if ensemble else "")
   # a study that breaks the protocol gets folders of its own: a resumed
   # pass never mixes protocols
@@ -151,7 +151,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       _check_not_scored(stack, data, key)
     score_critic = None   # score mode: P(ACCEPT)'s threshold, fitted likewise
     if (stack.backend is not None and agents.max_turns > 1 and not dry_run
-        and agents.get("answer_mode", "generate") == "score"
+        and agents.answer_mode == "score"
         and calibrated is not None):
       score_critic = calibration.fit_score_critic(stack, progress=progress,
                                                   log=log)
@@ -270,14 +270,14 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
             seats={seat: figures.get(f"llm_answered_fraction_{seat}")
                    for seat in metrics_lib.LLM_SEATS}),
         "answer_step": local.step,
-        "graph_agent": agents.get("graph", "walker"),
+        "graph_agent": agents.graph,
         "retrieval_workdir": str(refiner_dir),
         "paths_shown_to_answerer": stack.paths_shown,
         "paths_per_choice": stack.keep,
         "refiner_top_k_chosen": stack.keep_chosen,
-        "use_openbook": bool(config.get("use_openbook", False)),
-        "choice_triples": int(config.answer.get("choice_triples", 0)),
-        "similar_questions": int(config.answer.get("similar_questions", 0)),
+        "use_openbook": bool(config.use_openbook),
+        "choice_triples": int(config.answer.choice_triples),
+        "similar_questions": int(config.answer.similar_questions),
         "triples_verified_fraction": verified_fraction(full0),
         **protocol_figures(per_seed, calibrated, graph, learn_labels),
         "critic_thresholds": thresholds[0],

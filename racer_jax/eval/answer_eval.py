@@ -111,8 +111,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
     if not (m / "config.json").is_file():
       raise FileNotFoundError(f"{m / 'config.json'} not found: not an "
                               "answer run")
-    stage = run_config.load_dict(m, "answer run").get(
-        "train", {}).get("stage")
+    stage = run_config.load(m, "answer run").train.stage
     if stage != "answer":
       raise ValueError(f"{m}: train.stage is {stage!r}, not 'answer'")
   out_dir = Path(out_dir or workdir / "eval" / "answer_only")

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from racer_jax.agents import llm_backends
 from racer_jax.agents.pipeline import Pipeline
 from racer_jax.errors import ConfigError, a_or_an
-from racer_jax.runs import run_config
+from racer_jax.runs import registry, run_config
 from racer_jax.eval import calibration
 
 
@@ -42,9 +42,9 @@ def answer_run_config(workdir):
     raise ConfigError(f"{path} not found: --workdir must be an answer run "
                       "(launch/train.py --config.train.stage=answer)")
   config = run_config.load(workdir, "answer run")
-  stage = config.train.get("stage", "walker")
+  stage = config.train.stage
   if stage != "answer":
-    kind = "hygrl" if config.get("method") == "hygrl" else stage
+    kind = "hygrl" if config.method == "hygrl" else stage
     raise ConfigError(f"--workdir={workdir} is {a_or_an(kind)} run; answering needs "
                       "an answer run (--config.train.stage=answer), e.g. "
                       "runs/demo/answer")
@@ -66,7 +66,7 @@ def open_pipeline(workdir, data_dir=None, *, backend=None, model=None,
     agents.retrieval_workdir = retrieval_workdir
   if dry_run and agents.backend == "local":
     raise ConfigError("--dry_run shows what an LLM backend would be sent: "
-                      "add --backend=gemini or --backend=openai")
+                      "add " + registry.llm_backend_flags())
   quiet = (lambda _: None)
   pipeline = Pipeline(workdir, data_dir, agents=agents, api_key=api_key,
                       ensemble=list(ensemble), dry_run=dry_run, log=quiet)
@@ -77,7 +77,7 @@ def open_pipeline(workdir, data_dir=None, *, backend=None, model=None,
         pipeline.stack, progress=False, log=quiet))
   stack = pipeline.stack
   if (stack.backend is not None and stack.agents.max_turns > 1 and
-      stack.agents.get("answer_mode", "generate") == "score"):
+      stack.agents.answer_mode == "score"):
     record = calibration.fit_score_critic(stack, progress=False, log=quiet)
     pipeline.critic_source += (
         f"; the scoring critic ACCEPTs at P(ACCEPT) ≥ "

@@ -124,14 +124,14 @@ def calibrate_after_training(config, data_dir, workdir, *,
   agents = ml_collections.ConfigDict(config.agents.to_dict())
   agents.backend = "local"
   if not (config.answer.knowledge_workdir or
-          config.answer.get("evidence_workdir", "") or
-          config.answer.get("graph_workdir", "") or
-          agents.get("retrieval_workdir", "")):
+          config.answer.evidence_workdir or
+          config.answer.graph_workdir or
+          agents.retrieval_workdir):
     log("critic calibration: this answer run names no retrieval run; an "
         "evaluation with --retrieval_workdir calibrates it on the "
         "validation slice")
     return None
-  if not config.answer.get("validation_fraction", 0.0):
+  if not config.answer.validation_fraction:
     log("critic calibration: no validation slice (answer.validation_fraction"
         "=0); evaluations of this run need --legacy_critic_calibration")
     return None
@@ -140,11 +140,11 @@ def calibrate_after_training(config, data_dir, workdir, *,
   # k' first: the memory pass and the critic then see the paths evaluations
   # will show
   chosen = paths_choice.choose(stack, progress=progress, log=log)
-  if agents.get("memory_from_train", False) and stack.train_memory is None:
+  if agents.memory_from_train and stack.train_memory is None:
     preliminary = fit_critic(stack, progress=progress, log=log)
     memory_pass.build_train_memory(
         stack, critic_lib.critic_of(preliminary),
-        limit=int(agents.get("memory_train_questions", 0)),
+        limit=int(agents.memory_train_questions),
         progress=progress, log=log)
   elif chosen is not None:
     paths_choice.share_chosen_pass(stack, chosen, log=log)
@@ -158,9 +158,9 @@ def score_critic_identity(stack: AgentStack) -> dict:
   agents = stack.agents
   return {**stack.calibration_identity(), "critic": "score",
           "scorer": stack.scorer().name,
-          "score_metric": agents.get("score_metric", "acc_norm"),
-          "show_paths": bool(agents.get("show_paths", True)),
-          "questions": int(agents.get("score_critic_questions", 200))}
+          "score_metric": agents.score_metric,
+          "show_paths": bool(agents.show_paths),
+          "questions": int(agents.score_critic_questions)}
 
 
 def fit_score_critic(stack: AgentStack, *, progress: bool = True,

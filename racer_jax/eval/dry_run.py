@@ -63,7 +63,7 @@ def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,
     seed = config.seed + 1000 * s   # as agents_eval.run
     for name, with_critic in passes:
       collab = stack.collaboration(data, accept_all, 1, local_only=True)
-      show = bool(agents.get("show_paths", True))
+      show = bool(agents.show_paths)
       collab.answerer = LLMAnswerer(backend, stack.local, scratch, shots,
                                     show_facts=show)
       collab.memory_templates = stack.memory_templates(collab.graph)

@@ -177,12 +177,12 @@ def run_kind(config, options: dict) -> str:
   """Which evaluation ``config``'s run gets (one of :data:`KINDS`)."""
   if options.get("compare"):
     return "compare"
-  stage = config.train.get("stage", "walker")
+  stage = config.train.stage
   if stage == "answer":
     return "answer_only" if options.get("answer_only") else "agents"
   if stage == "refiner":
     return "refiner"
-  method = config.get("method", "racer")
+  method = config.method
   if method == "hygrl_multihop":
     return "multihop"
   return "hygrl" if method == "hygrl" else "walker"
@@ -219,7 +219,7 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
   check_config(config)
   if o["split"] == validation.SPLIT and not (
       kind == "refiner" or (kind == "walker" and
-                            config.walker.get("graph", "subgraph") == "kg")):
+                            config.walker.graph == "kg")):
     raise ConfigError(f"--split={validation.SPLIT}: only refiner and "
                       f"whole-graph walker runs evaluate on their validation "
                       f"slice; {a_or_an(kind)} run takes a dataset "
@@ -241,12 +241,12 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
       agents.retrieval_workdir = o["retrieval_workdir"]
     if o["learn_from_eval_labels"]:
       agents.learn_from_eval_labels = True
-    if o["dry_run"] and agents.get("answer_mode") == "score":
+    if o["dry_run"] and agents.answer_mode == "score":
       raise ConfigError("--dry_run counts the prompts an LLM would be sent "
                         "to generate; agents.answer_mode=score sends none")
     if o["dry_run"] and agents.backend == "local":
       raise ConfigError("--dry_run counts an LLM's prompts: add "
-                        "--backend=gemini or --backend=openai")
+                        + registry.llm_backend_flags())
     if o["explorer_only"]:
       return explorer_eval.evaluate(
           config, data_dir, workdir, agents=agents, split=o["split"],
@@ -254,11 +254,11 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
           max_questions=o["max_questions"], progress=progress)
     if o["require_llm"] and agents.backend == "local":
       raise ConfigError("--require_llm needs an LLM backend: add "
-                        "--backend=gemini or --backend=openai")
+                        + registry.llm_backend_flags())
     return agents_eval.evaluate(
         config, data_dir, workdir, split=o["split"],
         eval_file=o["eval_file"],
-        seeds=o["seeds"] or config.eval.get("seeds", 1), resume=o["resume"],
+        seeds=o["seeds"] or config.eval.seeds, resume=o["resume"],
         baseline_workdir=o["baseline_workdir"] or None, agents=agents,
         api_key=o["api_key"],
         ablations=o["ablation_names"] if o["ablations"] else (),
@@ -281,10 +281,10 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
           base_url=o["base_url"], settings=o["llm_setting"])
       if agents.backend == "local":
         raise ConfigError("the reader and explorer need an LLM: add "
-                          "--backend=gemini or --backend=openai")
+                          + registry.llm_backend_flags())
     elif list(o["reader_rankings"]) != list(multihop_eval.READER_RANKINGS):
       raise ConfigError("--reader_rankings chooses what the LLM reader "
-                        "reads: add --backend=gemini or --backend=openai")
+                        "reads: add " + registry.llm_backend_flags())
     return multihop_eval.evaluate(config, data_dir, workdir, step=o["step"],
                                   split=o["split"], eval_file=o["eval_file"],
                                   agents=agents, api_key=o["api_key"],

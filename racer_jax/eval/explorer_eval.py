@@ -21,7 +21,7 @@ from racer_jax.eval import llm_figures, qa_metrics
 def evaluate(config, data_dir, workdir, *, agents, split=None,
              eval_file=None, api_key=None, max_questions: int = 0,
              progress: bool = True, log=print) -> dict:
-  if agents.get("graph") != "explorer" or agents.backend == "local":
+  if agents.graph != "explorer" or agents.backend == "local":
     raise ConfigError("--explorer_only runs GraphDancer's explorer: add "
                       "--backend=gemini|openai and "
                       "--llm_setting=graph=explorer")

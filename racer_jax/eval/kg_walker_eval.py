@@ -200,7 +200,7 @@ def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
       num_edges=ws.kg.num_edges, step=step, log=log)
   evaluate_fn = kg_walker_update.make_kg_eval_step(
       policy, builders.walker_train_config(config),
-      config.walker.get("eval_samples", 0))
+      config.walker.eval_samples)
   graph = whole_graph(config, ws, log)
   data = goal_data(config, ws, source, log, rows=validation.evaluated_rows(
       config, split, len(ws.splits[source].examples)))

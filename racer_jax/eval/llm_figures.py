@@ -27,9 +27,9 @@ def folder_suffix(identity: dict | None, agents) -> str:
     return ""
   model = re.sub(r"[^A-Za-z0-9._-]+", "_", str(identity.get("model")))
   suffix = f".{identity['backend']}-{model}"
-  if agents.get("answer_mode", "generate") == "score":
-    suffix += f".score_{agents.get('score_metric', 'acc_norm')}"
-  return suffix + ("" if agents.get("show_paths", True) else ".no_paths")
+  if agents.answer_mode == "score":
+    suffix += f".score_{agents.score_metric}"
+  return suffix + ("" if agents.show_paths else ".no_paths")
 
 
 def llm_figures(identity: dict | None, usage: dict, answered, agents,
@@ -41,7 +41,7 @@ def llm_figures(identity: dict | None, usage: dict, answered, agents,
   seat made none). The result is an LLM's when the weakest share reaches
   ``agents.min_llm_answered``."""
   identity = identity or {}
-  minimum = float(agents.get("min_llm_answered", 0.98))
+  minimum = float(agents.min_llm_answered)
   seats = {k: v for k, v in (seats or {}).items() if v is not None}
   shares = [answered] + list(seats.values()) if answered is not None else []
   weakest = min(shares) if shares else None

@@ -32,8 +32,7 @@ def fit_policy_tau(retriever_cls, config, ws, params, theta, rows,
   heuristic's (ties: the larger τ). Each τ compiles the search anew.
   ``tables``: the search's tables (default the node vectors;
   :func:`racer_jax.runs.multihop_relevance.search_tables`)."""
-  taus = tuple(float(t) for t in config.multihop.get("policy_tau_grid",
-                                                      TAUS))
+  taus = tuple(float(t) for t in config.multihop.policy_tau_grid)
   node_vecs = (jax.device_put(ws.node_vecs) if tables is None
                else tables)
   _, cost = retriever_cls(config, params, theta).rank(ws, rows, node_vecs,
@@ -55,7 +54,7 @@ def chosen_policy_tau(retriever_cls, config, workdir, ws, params, theta,
   """The run's fitted τ; fitted now (and stored) when the run has none.
   ``train_ws``: the workspace holding the training questions when ``ws``
   does not (an ``--eval_file`` evaluation)."""
-  if not config.multihop.get("fit_policy_tau", True):
+  if not config.multihop.fit_policy_tau:
     return float(config.hygrl.tau)
   saved = run_config.chosen(run_config.load(workdir, "HyGRL multi-hop run"),
                             FIELD)

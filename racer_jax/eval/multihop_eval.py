@@ -46,7 +46,7 @@ READER_RANKINGS = ("policy", "bm25", "dense")  # the reader's default
 def check_reader_rankings(config, names) -> tuple[str, ...]:
   """``names`` as a tuple, or ConfigError for an unknown or repeated one
   (``reranker`` only where the run has the per-question cross-encoder)."""
-  known = METHODS + (("reranker",) if config.multihop.get("relevance")
+  known = METHODS + (("reranker",) if config.multihop.relevance
                      == "cross_encoder" else ())
   names = tuple(names)
   bad = [m for m in names if m not in known]
@@ -203,7 +203,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   reranker = multihop_relevance.add_relevance(config, ws, workdir, log=log,
                                               progress=progress)
   node_vecs = multihop_relevance.search_tables(config, ws, reranker)
-  if config.multihop.get("relevance") != "cross_encoder":
+  if config.multihop.relevance != "cross_encoder":
     reranker = None  # no per-question table (in-search m_ce, or none)
   # the optimizer's hyperparameters (steps per epoch) do not shape its state
   _, _, template = restore_template(create_state, config,
@@ -265,7 +265,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
       dataset=config.multihop.dataset, split=split, step=int(state.step),
       policy_tau=tau, heuristic_tau=retriever.cfg.heuristic_tau,
       source=ws.data.source, encoder=ws.encoder.name,
-      relevance=config.multihop.get("relevance", "bi_encoder"),
+      relevance=config.multihop.relevance,
       questions_per_second=len(rows) / seconds,
       latency_p50_s=float(np.median(latency)) if latency else None,
       latency_p90_s=float(np.percentile(latency, 90)) if latency else None,
@@ -310,7 +310,7 @@ def _llm_figures(agents, api_key, workdir, ws, rows, ranked: dict,
   n = len(rows) if max_questions <= 0 else min(max_questions, len(rows))
   log(f"LLM ({backend!r}): the reader over the top passages of "
       + ", ".join(reader_rankings)
-      + (", the explorer" if agents.get("graph") == "explorer" else "")
+      + (", the explorer" if agents.graph == "explorer" else "")
       + f", {n} questions")
   figures, exact = {}, {}
   for method in reader_rankings:
@@ -331,9 +331,9 @@ def _llm_figures(agents, api_key, workdir, ws, rows, ranked: dict,
             k: c[k] for k in ("difference", "difference_ci95",
                               "mcnemar_p", "a_only_correct",
                               "b_only_correct")}
-  if agents.get("graph") == "explorer":
+  if agents.graph == "explorer":
     more, per_q = multihop_llm.explorer_figures(
-        backend, ws, rows[:n], agents.get("max_interactions", 8))
+        backend, ws, rows[:n], agents.max_interactions)
     figures.update(more)
     for r in per_q:
       records.setdefault(r.pop("id"), {}).update(r)

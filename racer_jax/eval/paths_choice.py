@@ -35,8 +35,7 @@ CHOICE_FILE = "paths_per_choice.json"
 
 def candidates_of(config) -> tuple[int, ...]:
   """The k' candidates of an answer run's config (() when none)."""
-  values = tuple(int(k) for k in config.answer.get(
-      "paths_per_choice_candidates", ()) or ())
+  values = tuple(int(k) for k in config.answer.paths_per_choice_candidates or ())
   if any(k < 1 for k in values):
     raise ValueError(f"answer.paths_per_choice_candidates={values}: every "
                      "k' must be >= 1")
@@ -50,8 +49,7 @@ def choose(stack: AgentStack, *, progress: bool = True,
   validation slice. Returns the record (``refiner_top_k_chosen``,
   ``validation_accuracy`` per k', ``questions``)."""
   candidates = candidates_of(stack.config)
-  if not candidates or not stack.config.answer.get("validation_fraction",
-                                                   0.0):
+  if not candidates or not stack.config.answer.validation_fraction:
     return None
   identity, folder = _choice_folder(stack, candidates)
   path = folder / CHOICE_FILE

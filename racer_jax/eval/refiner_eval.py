@@ -176,7 +176,7 @@ def choose_mix(config, data_dir, workdir, *, progress: bool = True,
     return None
   done = run_config.load_dict(workdir).get(run_config.CHOSEN, {})
   if "refiner_mix" in done and done.get("refiner_mix_step") == int(
-      run_config.load_dict(workdir).get("refiner", {}).get("num_steps", -1)):
+      run_config.load(workdir).refiner.num_steps):
     return {"refiner_mix": done["refiner_mix"], "sweep": {
         float(k): v for k, v in done["refiner_mix_validation"]},
             "step": done["refiner_mix_step"],

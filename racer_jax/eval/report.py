@@ -27,10 +27,10 @@ def _fmt(value, std=None, digits: int = 3) -> str:
 def stack_workdirs(config, workdir: Path) -> dict[str, Path]:
   """``{"walker": ..., "refiner": ..., "answer": ...}`` of an answer run."""
   runs = {}
-  refiner = config.answer.get("knowledge_workdir", "")
+  refiner = config.answer.knowledge_workdir
   if refiner and (Path(refiner) / "config.json").exists():
     rconfig = run_config.load(refiner, "refiner run")
-    walker = rconfig.get("refiner", {}).get("walker_workdir", "")
+    walker = rconfig.refiner.walker_workdir
     if walker:
       runs["walker"] = Path(walker)
     runs["refiner"] = Path(refiner)

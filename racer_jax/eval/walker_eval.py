@@ -28,12 +28,10 @@ from pathlib import Path
 from typing import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import tqdm
 
 from racer_jax.eval.kg_walker_eval import GoalTotals, evaluate_kg
-from racer_jax.memory import edge_memory
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs import builders
 from racer_jax.runs.workspace import load_workspace
@@ -49,41 +47,23 @@ def _path_text(kg, concepts, nodes, relations) -> str:
   return " ".join(parts)
 
 
-@jax.jit
-def _memory_update(memory, edge_ids, walk_reached, gold):
-  """Outcomes of per-choice walks [B, C, W, T] into the shared memory."""
-  c = walk_reached.shape[1]
-  is_gold = jnp.arange(c)[None, :] == gold[:, None]          # [B, C]
-  outcome = jnp.where(walk_reached,
-                      jnp.where(is_gold[..., None], edge_memory.SUCCESS,
-                                edge_memory.FAILURE), edge_memory.NONE)
-  return edge_memory.update(memory, edge_ids.reshape(-1, edge_ids.shape[-1]),
-                            outcome.reshape(-1).astype(jnp.int32))
-
-
 def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
              batch_size: int, *, rows_file=None, progress: bool = False,
-             desc: str = "evaluate", theta=None, memory=None,
-             update_memory: bool = False) -> dict:
+             desc: str = "evaluate", theta=None, memory=None) -> dict:
   """Runs the jitted goal-conditioned evaluation over a split.
 
   Args:
     evaluate_fn: from :func:`racer_jax.rl.walker_update.make_eval_step`.
     data: a :class:`~racer_jax.runs.workspace.SplitData`.
     rows_file: an open text file for per-question JSON lines, or None.
-    memory: the shared memory (reranks actions when the run uses it).
-    update_memory: add this split's outcomes to ``memory`` as it goes
-      (success: a walk toward the gold choice reached it; failure: a walk
-      toward another choice reached it). Returned under ``"memory"``.
+    memory: the shared memory (reranks actions when the run uses it); an
+      evaluation never adds to it (that would read the evaluated labels).
   """
   totals = GoalTotals()
   n_batches = data.dataset.batches_per_epoch(batch_size)
   for batch in tqdm.tqdm(data.dataset.ordered_batches(batch_size),
                          total=n_batches, desc=desc, disable=not progress):
     out = evaluate_fn(params, batch, concept_emb, relation_emb, theta, memory)
-    if update_memory:
-      memory = _memory_update(memory, out["edge_ids"], out["walk_reached"],
-                              batch.gold)
     out = jax.device_get(out)
     concepts = batch.graphs.nodes["concept"]
     for row in np.nonzero(batch.example_mask)[0]:
@@ -102,8 +82,7 @@ def run_eval(evaluate_fn, params, data, kg, concept_emb, relation_emb,
               for w in np.nonzero(out["walk_reached"][row, gold])[0]})
       if rows_file is not None:
         rows_file.write(json.dumps(record) + "\n")
-  return {**totals.figures(len(data.examples)),
-          **({"memory": memory} if update_memory else {})}
+  return totals.figures(len(data.examples))
 
 
 def evaluate(config, data_dir, workdir, *, step: int | None = None,
@@ -116,7 +95,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   for the with/without comparison); the memory itself comes from the
   checkpoint.
   """
-  if config.walker.get("graph", "subgraph") == "kg":
+  if config.walker.graph == "kg":
     return evaluate_kg(config, data_dir, workdir, step=step, split=split,
                        memory_beta=memory_beta, progress=progress, log=log)
   workdir = Path(workdir)
@@ -143,13 +122,9 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                        ws.concept_emb, ws.relation_emb,
                        config.eval.batch_size, rows_file=f,
                        progress=progress, desc=f"evaluate {split}",
-                       theta=theta, memory=state.memory,
-                       update_memory=bool(builders.memory_on(config) and config
-                                          .memory.get("update_in_eval",
-                                                      False)))
+                       theta=theta, memory=state.memory)
     f.flush()
     os.fsync(f.fileno())
-  figures.pop("memory", None)
   figures = {"split": split, "step": step, **figures,
              "memory_beta": builders.memory_beta(config),
              "max_steps": config.walker.max_steps,

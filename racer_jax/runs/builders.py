@@ -29,10 +29,9 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
           max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
           prune_weights=tuple(float(x) for x in w.prune_weights),
           stop_at_target=w.stop_at_target, temperature=t.temperature,
-          heuristic_weight=w.get("heuristic_weight", 0.0),
-          # runs saved before the field existed had the teacher stop
-          teacher_stops=bool(w.get("teacher_stops", True)),
-          score_tables=bool(w.get("score_tables", False)),
+          heuristic_weight=w.heuristic_weight,
+          teacher_stops=bool(w.teacher_stops),
+          score_tables=bool(w.score_tables),
           memory_beta=memory_beta(config)),
       num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
       teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
@@ -41,9 +40,9 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
       memory_update=bool(memory_on(config) and
                          config.memory.update_in_training),
       memory_failures=bool(memory_on(config) and
-                           config.memory.get("train_failures", False)),
-      memory_gamma=float(config.get("memory", {}).get("gamma", 1.0)),
-      memory_prior=float(config.get("memory", {}).get("prior", 1.0)))
+                           config.memory.train_failures),
+      memory_gamma=float(config.memory.gamma),
+      memory_prior=float(config.memory.prior))
 
 
 def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
@@ -65,8 +64,8 @@ def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
 
 
 def memory_on(config) -> bool:
-  """The run keeps a shared memory (older configs have no section)."""
-  return bool(config.get("memory", {}).get("enabled", False))
+  """The run keeps a shared memory."""
+  return bool(config.memory.enabled)
 
 
 def memory_beta(config) -> float:
@@ -93,14 +92,14 @@ def question_shards(config) -> tuple[int, range]:
   """``(S, the shards this process holds)`` of the training split: S is
   ``batch.shards`` or, when 0, the number of processes."""
   count = jax.process_count()
-  num = config.batch.get("shards", 0) or count
+  num = config.batch.shards or count
   if num % count:
     raise ConfigError(f"batch.shards={num} cannot be split evenly over "
                       f"{count} processes")
   if config.batch.batch_size % num:
     raise ConfigError(f"batch.batch_size={config.batch.batch_size} is not "
                       f"divisible by {num} question shards")
-  if num > 1 and config.get("curriculum", {}).get("enabled", False):
+  if num > 1 and config.curriculum.enabled:
     raise ConfigError(f"curriculum.enabled with {num} question shards: the "
                       "curriculum ranks every question of the split, so it "
                       "runs on one unsharded process")
@@ -158,30 +157,28 @@ def hygrl_config(config):
       ppr_iters=h.ppr_iters, label_high=h.label_high, label_low=h.label_low,
       pairs_per_step=h.pairs_per_step, margin=h.margin,
       margin_weight=h.margin_weight, scst_gamma=h.scst_gamma,
-      # runs saved before these fields: the policy saw the choice signal,
-      # the heuristic did not
-      policy_choice=bool(h.get("policy_choice", True)),
-      heuristic_choice=bool(h.get("heuristic_choice", False)),
-      policy_features=h.get("policy_features", "embedding"),
-      reward=h.get("reward", "sufficient"),
+      policy_choice=bool(h.policy_choice),
+      heuristic_choice=bool(h.heuristic_choice),
+      policy_features=h.policy_features,
+      reward=h.reward,
       pair_scorer=_pair_scorer(config),
-      # runs saved before the field: the cosine
-      heuristic_semantic=h.get("heuristic_semantic", "cosine"),
-      pair_anchor=h.get("pair_anchor", "sequence"))
+      heuristic_semantic=h.heuristic_semantic,
+      pair_anchor=h.pair_anchor)
 
 
 def _pair_scorer(config):
   """The in-search cross-encoder of ``multihop.relevance=
   cross_encoder_state`` (with ``multihop.node_pairs=cross_encoder`` it
-  scores the node-to-node entries too; runs saved before that field:
-  cosines; ``multihop.reranker.pairs_per_chunk`` at a time), else None."""
-  m = config.get("multihop")
-  if m is None or m.get("relevance", "bi_encoder") != "cross_encoder_state":
+  scores the node-to-node entries too; ``multihop.reranker.
+  pairs_per_chunk`` at a time), else None."""
+  m = config.multihop
+  if (config.method != "hygrl_multihop" or
+      m.relevance != "cross_encoder_state"):
     return None
   return passage_reranker.pair_scorer(
-      config.text.get("model_dir") or None, int(m.reranker.max_length),
-      m.get("node_pairs", "cosine") == "cross_encoder",
-      int(m.reranker.get("pairs_per_chunk", 0)))
+      config.text.model_dir or None, int(m.reranker.max_length),
+      m.node_pairs == "cross_encoder",
+      int(m.reranker.pairs_per_chunk))
 
 
 def make_hygrl_policy(config):

@@ -22,10 +22,10 @@ from racer_jax.kg import bandwidth as bandwidth_lib
 def check_kg_config(config) -> None:
   """Refuses settings that do not apply to the whole-graph walker."""
   w = config.walker
-  if w.get("heuristic_weight", 0.0):
+  if w.heuristic_weight:
     raise ConfigError("walker.heuristic_weight: HyGRL's fused heuristic is a "
                       "subgraph prior; with walker.graph='kg' set it to 0")
-  if config.batch.get("shards", 0) > 1:
+  if config.batch.shards > 1:
     raise ConfigError("batch.shards: the whole-graph walker's batches are "
                       "small id arrays, every process reads them all; "
                       "leave batch.shards at 0")

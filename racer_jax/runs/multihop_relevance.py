@@ -124,7 +124,7 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   and ``ws.arrays["relevance"]`` (cached in the workdir, keyed by the
   weights, subgraphs and questions). Else nothing (None)."""
   m = config.multihop
-  kind = m.get("relevance", "bi_encoder")
+  kind = m.relevance
   if kind not in KINDS:
     raise ConfigError(f"multihop.relevance={kind!r}; expected one of "
                       f"{', '.join(KINDS)}")
@@ -137,7 +137,7 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
                       "scores_heuristics)")
   r = m.reranker
   path = Path(workdir) / RERANKER_FILE
-  model_dir = config.text.get("model_dir") or None
+  model_dir = config.text.model_dir or None
   if path.exists():
     reranker = PassageReranker.load(path, model_dir, r.max_length)
   elif not train:
@@ -165,7 +165,7 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
     ws.arrays["pair_question"], ws.arrays["pair_question_len"] = q, q_len
     log(f"m_ce(Q ⊕ N_s, a): the cross-encoder at every search state "
         f"({r.max_length} tokens per pair"
-        + (", node-to-node entries too)" if m.get("node_pairs") ==
+        + (", node-to-node entries too)" if m.node_pairs ==
            "cross_encoder" else ")"))
     return reranker
   cache = Path(workdir) / (f"relevance.{Path(ws.data.source).stem}."
@@ -188,16 +188,16 @@ def check_options(config) -> None:
   ``relevance=cross_encoder_state``; per question it would be N² pairs);
   ``multihop.reranker.pairs_per_chunk`` ≥ 0."""
   m = config.multihop
-  chunk = m.get("reranker", {}).get("pairs_per_chunk", 0)
+  chunk = m.reranker.pairs_per_chunk
   if not isinstance(chunk, int) or chunk < 0:
     raise ConfigError(f"multihop.reranker.pairs_per_chunk={chunk!r}: the "
                       "pairs of a search state scored at once, an integer "
                       ">= 0 (0: all)")
-  value = m.get("node_pairs", "cosine")
+  value = m.node_pairs
   if value not in NODE_PAIRS:
     raise ConfigError(f"multihop.node_pairs={value!r}; expected one of "
                       f"{', '.join(NODE_PAIRS)}")
-  kind = m.get("relevance", "bi_encoder")
+  kind = m.relevance
   if value == "cross_encoder" and kind != "cross_encoder_state":
     raise ConfigError(
         f"multihop.node_pairs=cross_encoder scores m(n_i, a) at each search "
@@ -218,7 +218,7 @@ def search_tables(config, ws: MultiHopWorkspace,
   cross-encoder's parameters and every node's title and text tokens (cut
   to the pair budget; :func:`racer_jax.text.pair_tokens.piece_table`).
   On the device."""
-  if config.multihop.get("relevance") != "cross_encoder_state":
+  if config.multihop.relevance != "cross_encoder_state":
     return jax.device_put(ws.node_vecs)
   tok = reranker.tokenizer.wordpiece
   budget = _budget(reranker)

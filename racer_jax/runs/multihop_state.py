@@ -18,7 +18,7 @@ from racer_jax.runs.multihop_workspace import MultiHopWorkspace
 
 
 def prep_dir(config, workdir) -> Path:
-  return Path(config.get("prep_dir") or Path(workdir) / "prep")
+  return Path(config.prep_dir or Path(workdir) / "prep")
 
 
 def train_rows(config, ws: MultiHopWorkspace) -> np.ndarray:

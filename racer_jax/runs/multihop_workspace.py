@@ -85,7 +85,7 @@ def cut(config, graph, node_vecs, question: str, question_vec):
   ``(seeds, spans, by_similarity, QuestionSubgraph)``."""
   m = config.multihop
   seeds, spans, similar = seeds_of(graph, node_vecs, question, question_vec,
-                                   m.get("fallback_seeds", 0))
+                                   m.fallback_seeds)
   sub = passage_graph.question_subgraph(
       graph, seeds, node_vecs @ question_vec, max_nodes=m.max_nodes,
       hops=m.hops, max_edges=m.max_edges)
@@ -109,7 +109,7 @@ def prepare(config, data_dir, cache_dir, *, eval_file=None,
   cache_dir = Path(cache_dir)
   cache_dir.mkdir(parents=True, exist_ok=True)
   encoder = get_encoder(config.text.encoder, **(
-      {"model_dir": config.text.model_dir} if config.text.get("model_dir")
+      {"model_dir": config.text.model_dir} if config.text.model_dir
       else {}))
   node_vecs = tables.cached_encode(
       cache_dir / f"nodes.{m.dataset}.{encoder.name}.npz", node_texts(data),

@@ -29,17 +29,16 @@ def refiner_config(config, wconfig=None) -> refiner_update.RefinerConfig:
   return refiner_update.RefinerConfig(
       paths_per_choice=r.paths_per_choice, sample_hops=r.sample_hops,
       temperature=r.temperature, top_k=r.top_k, loss=r.loss,
-      max_question_concepts=w.get("max_question_concepts", 32),
-      max_choice_concepts=w.get("max_choice_concepts", 8),
-      # runs saved before the choice head have none
-      choice_head=r.get("choice_head", False),
-      choice_weight=r.get("choice_weight", 1.0))
+      max_question_concepts=w.max_question_concepts,
+      max_choice_concepts=w.max_choice_concepts,
+      choice_head=r.choice_head,
+      choice_weight=r.choice_weight)
 
 
 def walker_graph(wconfig, ws, log=print):
   """The whole capped graph a ``walker.graph = "kg"`` walker walks, else
   None (the subgraph walker walks each batch's subgraphs)."""
-  if wconfig.walker.get("graph", "subgraph") != "kg":
+  if wconfig.walker.graph != "kg":
     return None
   return kg_walker_inputs.whole_graph(wconfig, ws, log)
 
@@ -48,11 +47,11 @@ def make_refiner(config) -> refiner_lib.PathRefiner:
   """The refiner of ``config``; λ is the one chosen on the validation slice
   when a trained run's config records it (``chosen_on_validation``)."""
   r = config.refiner
-  mix = config.get(run_config.CHOSEN, {}).get("refiner_mix", r.mix)
+  mix = run_config.chosen(config, "refiner_mix", r.mix)
   return refiner_lib.PathRefiner(hidden=r.hidden, num_heads=r.num_heads,
                                  mix=float(mix),
-                                 choice_head=r.get("choice_head", False),
-                                 beta=r.get("beta", "query"))
+                                 choice_head=r.choice_head,
+                                 beta=r.beta)
 
 
 def create_state(config, embed_dim: int, num_hops: int):

@@ -8,6 +8,12 @@ without one, or a file that is not a JSON object, is a
 expected to be (``what``: "refiner run", "answer run"…) and, for broken
 JSON, the line and column.
 
+A run saved before a field existed loads with every field of today's
+schema: :func:`upgrade` fills each missing one with the value the run
+trained with (:data:`LEGACY`, where today's default differs) or today's
+default, so the library reads every field directly, never with a fallback
+(a test scans for one).
+
 ``save(config, workdir, stage)`` writes it; when the folder already holds a
 run trained with another config (a resume), the fields that differ are
 named and the run refused — ``config.json`` must keep saying what trained
@@ -61,10 +67,58 @@ ABSOLUTE = "run_paths_absolute"
 CHOSEN = "chosen_on_validation"
 
 
+# Fields added after runs were saved, with the value a run saved before the
+# field existed trained with, where today's default differs (what the code
+# did then). Every other missing field is today's default: :func:`upgrade`.
+LEGACY = {
+    "walker.eval_samples": 0,           # one greedy walk per choice
+    "walker.teacher_stops": True,
+    "refiner.beta": "query",
+    "refiner.choice_head": False,
+    "answer.validation_fraction": 0.0,  # no validation slice
+    "answer.paths_per_choice_candidates": [],
+    "hygrl.heuristic_choice": False,
+    "hygrl.heuristic_semantic": "cosine",
+    "multihop.fallback_seeds": 0,
+    "multihop.reranker.pairs_per_chunk": 0,
+    "eval.seeds": 1,
+}
+# sections a saved run may lack because they were added after it
+ADDED_SECTIONS = ("multihop",)
+
+
+def upgrade(config: dict) -> list[str]:
+  """Fills, in place, every field of today's schema (``configs/default.py``)
+  that a saved ``config`` lacks: the value it trained with
+  (:data:`LEGACY`), else today's default; a whole section added since
+  (:data:`ADDED_SECTIONS`, which the run never read) gets today's defaults.
+  Returns the fields filled. The library then reads every field directly,
+  never with a fallback."""
+  filled = []
+  new_sections = {s for s in ADDED_SECTIONS if s not in config}
+  for field, value in _flat(json.loads(
+      default_config.get_config().to_json())).items():
+    *sections, name = field.split(".")
+    node = config
+    for s in sections:
+      if not isinstance(node.get(s), dict):
+        if node.get(s) is not None:   # a leaf where a section is: keep it
+          break
+        node[s] = {}
+      node = node[s]
+    else:
+      if name not in node:
+        node[name] = (value if field.split(".")[0] in new_sections
+                      else LEGACY.get(field, value))
+        filled.append(field)
+  return filled
+
+
 def load(workdir, what: str = "run") -> ml_collections.ConfigDict:
   config = load_dict(workdir, what)
   missing = [k for k, v in default_config.get_config().items()
              if isinstance(v, ml_collections.ConfigDict)
+             and k not in ADDED_SECTIONS
              and not isinstance(config.get(k), dict)]
   if missing:
     raise ConfigError(
@@ -72,6 +126,7 @@ def load(workdir, what: str = "run") -> ml_collections.ConfigDict:
         f"section(s) {', '.join(missing)} (every config.json this version "
         "writes has them; was the file edited or cut?)")
   saved = config.pop(ABSOLUTE, None) or {}
+  upgrade(config)
   for field in RUN_PATHS:
     _replace(config, field, lambda v, f=field: _absolute(v, workdir,
                                                          saved.get(f)))
@@ -169,13 +224,13 @@ def num_steps_schedules(config: dict, stage: str) -> list[str]:
   """What of a ``stage`` run follows ``train.num_steps`` (a RACER walker's
   teacher decay and curriculum pacing), so that more steps on a resume
   would change the schedule of the steps already trained."""
-  if stage != "walker" or config.get("method", "racer") != "racer":
+  if stage != "walker" or config["method"] != "racer":
     return []
-  t, out = config.get("train", {}), []
-  if t.get("p_teacher") != t.get("p_teacher_final"):
-    out.append(f"the teacher probability's decay ({t.get('p_teacher')} -> "
-               f"{t.get('p_teacher_final')})")
-  if config.get("curriculum", {}).get("enabled"):
+  t, out = config["train"], []
+  if t["p_teacher"] != t["p_teacher_final"]:
+    out.append(f"the teacher probability's decay ({t['p_teacher']} -> "
+               f"{t['p_teacher_final']})")
+  if config["curriculum"]["enabled"]:
     out.append("the curriculum's pacing")
   return out
 
@@ -203,6 +258,7 @@ def save(config, workdir, stage: str) -> None:
   path = Path(workdir) / "config.json"
   if path.exists():
     old = load_dict(workdir, f"{stage} run")
+    upgrade(old)    # a field added since means what the run trained with
     changed = changed_fields(old, new, stage)
     a, b = _flat(old), _flat(new)
     resumable = {k: [a.get(k), b.get(k)] for k in RESUMABLE
@@ -216,7 +272,7 @@ def save(config, workdir, stage: str) -> None:
              f"{changed['train.num_steps'][0]}-step schedule")
     if not changed and old.get(CHOSEN):
       new[CHOSEN] = old[CHOSEN]
-    if changed and not config.train.get("accept_config_change", False):
+    if changed and not config.train.accept_config_change:
       shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in
                         list(changed.items())[:8])
       raise ConfigError(

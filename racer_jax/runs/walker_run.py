@@ -68,5 +68,5 @@ def run_walker_updates(config, workdir: Path, state, ckpt: Checkpointer,
       record=lambda done: {"theta": theta},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
       progress=progress, desc=desc,
-      stall_timeout_s=t.get("stall_timeout_s", 0) or None)
+      stall_timeout_s=t.stall_timeout_s or None)
   return last

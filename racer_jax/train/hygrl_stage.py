@@ -78,8 +78,7 @@ def llm_judgements(config, ws, workdir, log):
   mentor, judge = llm_roles(config)
   h = config.hygrl
   return LLMJudgements(backend, ws.kg, usage, mentor=mentor, judge=judge,
-                       pairs_per_question=h.get("llm_pairs_per_question",
-                                                2)), usage
+                       pairs_per_question=h.llm_pairs_per_question), usage
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,

@@ -64,7 +64,7 @@ def train_kg(config, data_dir, workdir, *, progress: bool = True,
   bs = config.batch.batch_size
   eval_data = goal_data(config, ws, eval_split, log) if eval_split else None
   evaluate_fn = kg_walker_update.make_kg_eval_step(
-      policy, cfg, config.walker.get("eval_samples", 0))
+      policy, cfg, config.walker.eval_samples)
 
   def one_update(state, step):
     host = sampler.batch_for_step(step, config.seed, bs,

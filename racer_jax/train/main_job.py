@@ -52,7 +52,7 @@ def stage_configs(config, root: str):
   the refiner reads ``root/walker``, the answer model ``root/refiner``."""
   config = config.copy_and_resolve_references()
   with config.unlocked():
-    if not config.get("prep_dir"):
+    if not config.prep_dir:
       config.prep_dir = os.path.join(root, "prep")
     config.memory.enabled = True
   rconfig = changed(config, {"train.stage": "refiner",

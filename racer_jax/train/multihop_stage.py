@@ -72,7 +72,7 @@ def llm_judgements(config, workdir, ws, log):
   h = config.hygrl
   return PassageJudgements(
       backend, ws.graph, ws.data.texts, usage, mentor=mentor, judge=judge,
-      pairs_per_question=h.get("llm_pairs_per_question", 2)), usage
+      pairs_per_question=h.llm_pairs_per_question), usage
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -122,7 +122,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
     batch = ws.batch(batch_rows(rows, step, config.seed, bs), bs)
     stage = "imitation" if step < h.imitation_steps else "rl"
     if stage == "rl" and "rl" not in programs:
-      if rl_tau[0] is None and config.multihop.get("fit_policy_tau", True):
+      if rl_tau[0] is None and config.multihop.fit_policy_tau:
         # RL searches at the heuristic's node budget (fitted on the
         # training questions with the imitated policy)
         rl_tau[0], fit = multihop_budget.fit_policy_tau(

@@ -60,7 +60,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   ``stop_after`` ends this invocation after that many updates (as if the
   process were stopped); the next call with the same workdir resumes.
   """
-  if config.walker.get("graph", "subgraph") == "kg":
+  if config.walker.graph == "kg":
     return train_kg(config, data_dir, workdir, progress=progress, log=log,
                     stop_after=stop_after)
   t = config.train
@@ -78,7 +78,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   state, ckpt, record = walker_state(config, ws, policy, optimizer, workdir,
                                      log)
   theta = record.get("theta")
-  if config.walker.get("heuristic_weight", 0.0) and theta is None:
+  if config.walker.heuristic_weight and theta is None:
     # the walker's pruning prior fuses the four graph heuristics only
     theta = calibrate(config, dataset, ws.concept_emb, log,
                       with_choice=False)
@@ -139,7 +139,7 @@ def curriculum_comparison(config, data_dir, root, seeds, *, eval_every: int,
         run_config.seed = seed
         run_config.curriculum.enabled = enabled
         run_config.train.eval_every = eval_every
-        if not run_config.get("prep_dir"):
+        if not run_config.prep_dir:
           run_config.prep_dir = os.path.join(root, "prep")
       workdir = os.path.join(root, f"{label}_seed{seed}")
       log(f"=== {label}, seed {seed} -> {workdir}")

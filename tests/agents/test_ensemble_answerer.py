@@ -8,10 +8,10 @@ import json
 import shutil
 from types import SimpleNamespace
 
-import ml_collections
 import numpy as np
 import pytest
 
+from configs import test as test_config
 from racer_jax.agents.answer_agent import (
   AnswerRequest,
   EnsembleAnswerer,
@@ -23,12 +23,13 @@ from tests.trained_runs import QUIET
 
 
 def _member(name, probs, **answer):
-  config = ml_collections.ConfigDict({
-      "answer": {"knowledge_workdir": "ref", "paths_per_choice": 2,
-                 "max_sentences": 6, "reached_only": False,
-                 "choice_triples": 0, "similar_questions": 0, **answer},
-      "use_openbook": False, "openbook": {"facts_per_choice": 2},
-      "batch": {"num_choices": 3}})
+  config = test_config.get_config()
+  config.answer.update({"knowledge_workdir": "ref", "paths_per_choice": 2,
+                        "max_sentences": 6, "reached_only": False,
+                        "choice_triples": 0, "similar_questions": 0,
+                        **answer})
+  config.use_openbook, config.openbook.facts_per_choice = False, 2
+  config.batch.num_choices = 3
   return SimpleNamespace(config=config, workdir=name, step=7,
                          num_choices=3, uses_knowledge=True,
                          probs=lambda requests: probs[:len(requests)])

@@ -8,6 +8,7 @@ import ml_collections
 import pytest
 
 from configs import default as default_config
+from configs import test as test_config
 from racer_jax.agents import llm, llm_backends
 from racer_jax.agents.gemini_backend import GeminiBackend
 from racer_jax.agents.llm_cache import ResponseCache
@@ -108,7 +109,8 @@ def test_answered_fraction_and_headline():
   records = [_record("openai")] * 3 + [_record("local")]
   share = qa_metrics.question_metrics(records)["llm_answered_fraction"]
   assert share == 0.75
-  agents = ml_collections.ConfigDict({"min_llm_answered": 0.98})
+  agents = test_config.get_config().agents
+  agents.min_llm_answered = 0.98
   identity = {"backend": "openai", "model": "m", "base_url": "http://h/v1"}
   figures = llm_figures.llm_figures(identity, {"llm_errors": {"empty": 1}},
                                     share, agents)

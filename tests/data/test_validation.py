@@ -8,10 +8,22 @@ from racer_jax.data import validation
 from racer_jax.errors import ConfigError
 
 
-def config(fraction=0.1, seed=0, run_seed=0, legacy=False):
-  answer = {} if legacy else {"validation_fraction": fraction,
-                              "validation_seed": seed}
-  return ml_collections.ConfigDict({"seed": run_seed, "answer": answer})
+def config(fraction=0.1, seed=0, run_seed=0):
+  return ml_collections.ConfigDict({"seed": run_seed, "answer": {
+      "validation_fraction": fraction, "validation_seed": seed}})
+
+
+def legacy(tmp_path):
+  """A run saved before validation slices: its config.json lacks the
+  fields, and loads without a slice (run_config.LEGACY)."""
+  import json
+
+  from configs import test as test_config
+  from racer_jax.runs import run_config
+  saved = json.loads(test_config.get_config().to_json())
+  del saved["answer"]["validation_fraction"]
+  (tmp_path / "config.json").write_text(json.dumps(saved))
+  return run_config.load(tmp_path, "answer run")
 
 
 def test_slice_is_fixed_sized_and_disjoint_from_training():
@@ -36,11 +48,13 @@ def test_edge_sizes_and_bad_fractions():
     validation.validation_indices(10, 1.0, 0)
 
 
-def test_runs_without_a_slice_are_named():
-  assert validation.slice_of(config(legacy=True)) is None
-  assert validation.split_rows(config(legacy=True), 7)[1].size == 0
-  with pytest.raises(ConfigError, match="answer.validation_fraction"):
-    validation.require_slice(config(legacy=True), "runs/old")
+def test_runs_without_a_slice_are_named(tmp_path):
+  old = legacy(tmp_path)
+  assert validation.slice_of(old) == (0.0, 0)
+  assert validation.split_rows(old, 7)[1].size == 0
+  with pytest.raises(ConfigError, match="answer.validation_fraction=0 .or "
+                     "absent"):
+    validation.require_slice(old, "runs/old")
   with pytest.raises(ConfigError, match="validation_fraction=0"):
     validation.require_slice(config(0.0), "runs/all_in")
   assert validation.require_slice(config(0.2, seed=4), "r") == (0.2, 4)

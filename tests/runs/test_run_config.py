@@ -212,3 +212,106 @@ def test_a_stage_resumes_past_changes_to_fields_it_does_not_read(tmp_path):
   for stage in ("walker", "refiner"):
     with pytest.raises(ConfigError, match="answer.validation_fraction"):
       run_config.save(held_out, tmp_path / stage, stage)
+
+
+def _saved_without(tmp_path, *fields):
+  saved = tmp_path / "config.json"
+  config = json.loads(saved.read_text() if saved.exists() else
+                      test_config.get_config().to_json())
+  for field in fields:
+    *sections, name = field.split(".")
+    node = config
+    for s in sections:
+      node = node[s]
+    del node[name]
+  (tmp_path / "config.json").write_text(json.dumps(config))
+  return config
+
+
+def test_a_run_saved_before_a_field_loads_with_what_it_trained_with(tmp_path):
+  """Issue 52: a field added since a run was saved is filled once, on
+  load, with the value that run trained with (run_config.LEGACY) where
+  today's default differs, else today's default; the library reads every
+  field directly."""
+  _saved_without(tmp_path, "refiner.beta", "walker.teacher_stops",
+                 "refiner.mix", "multihop.fallback_seeds")
+  loaded = run_config.load(tmp_path, "refiner run")
+  today = test_config.get_config()
+  assert today.refiner.beta == "intrinsic"
+  assert loaded.refiner.beta == "query"          # what it trained with
+  assert loaded.walker.teacher_stops is True
+  assert loaded.multihop.fallback_seeds == 0
+  assert loaded.refiner.mix == today.refiner.mix  # unchanged since
+  # a section added since, which the run never read: today's defaults
+  _saved_without(tmp_path, "multihop")
+  loaded = run_config.load(tmp_path, "refiner run")
+  assert loaded.multihop.fallback_seeds == today.multihop.fallback_seeds
+  # every field of today's schema is there
+  want = run_config._flat(json.loads(test_config.get_config().to_json()))
+  got = run_config._flat(json.loads(loaded.to_json()))
+  assert set(want) <= set(got)
+
+
+def test_a_resume_compares_a_missing_field_with_what_the_run_trained_with(
+    tmp_path):
+  config = test_config.get_config()
+  run_config.save(config, tmp_path, "refiner")
+  _saved_without(tmp_path, "refiner.beta", "multihop")
+  with pytest.raises(ConfigError, match="refiner.beta: 'query' -> "
+                     "'intrinsic'"):
+    run_config.save(config, tmp_path, "refiner")
+  config.refiner.beta = "query"    # the same work: resumes, nothing changed
+  run_config.save(config, tmp_path, "refiner")
+  assert not (tmp_path / run_config.CHANGES).exists()
+
+
+def _config_reads_with_a_fallback() -> list[str]:
+  """``X.get("field", ...)`` in the library where "field" is a config
+  field or section and X is a config or one of its sections."""
+  import ast
+  import re
+  from tests.conftest import REPO
+  names = set()
+  for field in run_config._flat(json.loads(
+      test_config.get_config().to_json())):
+    names.update(field.split("."))
+  config_like = re.compile(
+      r"config|cfg|^(agents|self\.agents|stack\.agents)$|"
+      r"\.(answer|agents|walker|refiner|hygrl|multihop|memory|train|batch|"
+      r"text|data|eval|reranker|curriculum|openbook|reward|kg|subgraph)$")
+  section_alias = re.compile(r"^[a-z]$")  # w = config.walker, h = …
+  found = []
+  for path in sorted((REPO / "racer_jax").rglob("*.py")):
+    src = path.read_text()
+    aliases = set()
+    tree = ast.parse(src)
+    for node in ast.walk(tree):   # one-letter names bound to a section
+      if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        continue
+      pairs = [(node.targets[0], node.value)]
+      if isinstance(node.targets[0], ast.Tuple) and isinstance(
+          node.value, ast.Tuple):           # a, t = config.answer, …
+        pairs = zip(node.targets[0].elts, node.value.elts)
+      for target, value in pairs:
+        if (isinstance(target, ast.Name) and section_alias.match(target.id)
+            and config_like.search(ast.get_source_segment(src, value))):
+          aliases.add(target.id)
+    for node in ast.walk(tree):
+      if not (isinstance(node, ast.Call) and
+              isinstance(node.func, ast.Attribute) and
+              node.func.attr == "get" and node.args and
+              isinstance(node.args[0], ast.Constant) and
+              node.args[0].value in names):
+        continue
+      receiver = ast.get_source_segment(src, node.func.value)
+      if config_like.search(receiver) or receiver in aliases:
+        found.append(f"{path.relative_to(REPO)}:{node.lineno}: "
+                     f"{ast.get_source_segment(src, node)}")
+  return found
+
+
+def test_the_library_reads_no_config_field_with_a_fallback():
+  """Issue 52: a fallback beside the default made what a run does depend
+  on when it was saved (two defaults per field); saved runs are upgraded
+  on load instead."""
+  assert _config_reads_with_a_fallback() == []

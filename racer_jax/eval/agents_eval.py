@@ -46,32 +46,23 @@ import numpy as np
 from racer_jax import machine
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import (calibration, head_only, llm_figures, passes,
                             paths_choice, report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
 from racer_jax.eval import qa_metrics as metrics_lib
-from racer_jax.runs import workdir_lock
+from racer_jax.runs import registry, workdir_lock
 
-# name -> what changes.
-ABLATIONS = {
-    "no_critic": "one round, no critic (the calibration pass)",
-    "no_refiner": "paths ranked by the walker's log-probability",
-    "no_memory": "shared memory off (no reranking, no updates)",
-    "no_pruning": "walker trained without semantic pruning (own walker + "
-                  "refiner run; without one: pruning off at inference)",
-    "single_path": "one greedy path per choice instead of multi-path",
-    "no_teacher": "walker trained with p_teacher = 0 (own walker + "
-                  "refiner run)",
-    "hygrl": "HyGRL's beam retriever as the GraphAgent (own run)",
-}
-# What the ablations that change training need (--ablation_workdirs).
-NEEDS = {"no_teacher": "a refiner run over a walker trained with "
-                       "p_teacher = 0: --ablation_workdirs=no_teacher=DIR "
-                       "(launch/main.py --ablations trains it)",
-         "hygrl": "a HyGRL run: --ablation_workdirs=hygrl=DIR "
-                  "(launch/main.py --ablations trains it)"}
+# name -> what changes (racer_jax.runs.registry.ABLATIONS).
+ABLATIONS = registry.ABLATIONS
+
+
+def _needs(name: str) -> str:
+  what = ABLATIONS.get(name)
+  return (f"its own run: --ablation_workdirs={name}=DIR (launch/main.py "
+          f"--ablations trains it: {what.description})")
+
+
 HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
             "answer_concept_recall", "exact_match", "f1", "rouge_l",
             "accepted_fraction", "mean_turns", "llm_calls_per_question",
@@ -111,10 +102,10 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   workdir = Path(workdir)
   agents = agents or config.agents
   ablation_workdirs = dict(ablation_workdirs or {})
-  unknown = set(ablations) - set(ABLATIONS)
+  unknown = set(ablations) - set(ABLATIONS.names())
   if unknown:
     raise ValueError(f"unknown ablations {sorted(unknown)}; expected "
-                     f"{sorted(ABLATIONS)}")
+                     f"{sorted(ABLATIONS.names())}")
   split = split or config.eval.split
   if max_questions < 0:
     raise ValueError(f"--max_questions={max_questions}: must be >= 0")
@@ -127,13 +118,13 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   key, ws, local = stack.split_key, stack.ws, stack.local
   data = ws.splits[key]
   learn_labels = bool(agents.learn_from_eval_labels)
-  name = key + (".ensemble" if ensemble else "")
   # a study that breaks the protocol gets folders of its own: a resumed
   # pass never mixes protocols
-  name += ".legacy_critic" if legacy_critic_calibration else ""
-  name += ".online_labels" if learn_labels else ""
-  name += llm_figures.folder_suffix(stack.llm_identity, agents)
-  name += f".first{max_questions}" if max_questions else ""
+  name = "".join([key, ".ensemble" if ensemble else "",
+                  ".legacy_critic" if legacy_critic_calibration else "",
+                  ".online_labels" if learn_labels else "",
+                  llm_figures.folder_suffix(stack.llm_identity, agents),
+                  f".first{max_questions}" if max_questions else ""])
   out_dir = workdir / "eval" / name
   out_dir.mkdir(parents=True, exist_ok=True)
   with workdir_lock.hold(out_dir, what="evaluation folder"):
@@ -144,17 +135,9 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     # the refiner's k' as chosen on the validation slice (chosen now if the
     # run names candidates and has not chosen yet)
     paths_choice.choose(stack, progress=progress, log=log)
-    if legacy_critic_calibration:
-      calibrated = None
-    else:
-      calibrated = calibration.fit_critic(stack, progress=progress, log=log)
-      _check_not_scored(stack, data, key)
-    score_critic = None   # score mode: P(ACCEPT)'s threshold, fitted likewise
-    if (stack.backend is not None and agents.max_turns > 1 and not dry_run
-        and agents.answer_mode == "score"
-        and calibrated is not None):
-      score_critic = calibration.fit_score_critic(stack, progress=progress,
-                                                  log=log)
+    calibrated, score_critic = _calibrations(
+        stack, data, key, agents, legacy_critic_calibration, dry_run,
+        progress, log)
     if (stack.backend is not None and stack.few_shot() is not None and
         key == config.train.split):
       raise ValueError(f"split {key!r} is the training split the few-shot "
@@ -178,115 +161,30 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       (out_dir / "dry_run.json").write_text(json.dumps(figures, indent=1))
       return figures
 
-    def concepts_of(result):
-      sg = data.subgraphs[result.index]
-      result.choice_concepts = [
-          [ws.kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
-          for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
-
-    def run(graph, critic, max_turns, pass_name, seed_index):
-      result = passes.run_pass(
-          stack.collaboration(data, critic, max_turns, graph=graph,
-                              learn_from_labels=learn_labels), data,
-          batch_size=config.eval.batch_size,
-          seed=config.seed + 1000 * seed_index,
-          path=out_dir / f"{pass_name}.seed{seed_index}.jsonl", resume=resume,
-          annotate=concepts_of, progress=progress,
-          desc=f"{pass_name} seed {seed_index}")
-      resumed_total[0] += result.resumed_batches
-      torn_total[0] += result.torn_lines
-      return result.records
-
-    resumed_total, torn_total = [0], [0]
-    graph = stack.graph
-    refiner_dir, keep = stack.refiner_dir, stack.keep
-    variants = {}  # ablation -> a GraphAgent (built lazily, reused per seed)
-
-    def variant(name):
-      if name in variants:
-        return variants[name]
-      kw = dict(paths_per_choice=keep, log=log)
-      if name == "no_refiner":
-        g = GraphAgent(refiner_dir, ws, rank_by="logprob", **kw)
-      elif name == "no_memory":
-        g = GraphAgent(refiner_dir, ws, use_memory=False, **kw)
-      elif name == "no_pruning" and name in ablation_workdirs:
-        g = GraphAgent(ablation_workdirs[name], ws, **kw)
-      elif name == "no_pruning":  # the same walker with pruning switched off
-        g = GraphAgent(refiner_dir, ws, rollout_overrides={"prune": False},
-                       **kw)
-      elif name == "single_path":
-        g = GraphAgent(refiner_dir, ws, refiner_overrides={
-            "paths_per_choice": 1, "sample_hops": 0}, **kw)
-      elif name == "no_teacher":
-        g = GraphAgent(ablation_workdirs[name], ws, **kw)
-      elif name == "hygrl":
-        g = HyGRLGraphAgent(ablation_workdirs[name], ws, stack.rconfig, keep,
-                            log=log)
-      else:
-        raise ValueError(name)
-      # the same starting memory as the full system (its own walker's when
-      # the ablation trained one)
-      if name not in ablation_workdirs:
-        g = stack.prepare_graph(g)
-      variants[name] = g
-      return g
-
-    per_seed = {"full": [], "no_critic": []}
-    skipped = {}
-    thresholds = []
-    for s in range(seeds):
-      one_round = run(graph, LocalCritic(0.0, 0.0), 1, "no_critic", s)
-      if calibrated is None:  # legacy: fitted on this split, two-fold
-        critic, fitted = calibration.legacy_twofold(one_round)
-      else:
-        critic, fitted = critic_of(calibrated), calibrated["thresholds"]
-      thresholds.append(fitted)
-      per_seed["no_critic"].append(one_round)
-      per_seed["full"].append(run(graph, critic, agents.max_turns, "full", s))
-      for a in ablations:
-        if a == "no_critic" or (ablation_seeds is not None and
-                                s >= ablation_seeds):
-          continue
-        if a in NEEDS and a not in ablation_workdirs:
-          skipped[a] = "needs " + NEEDS[a]
-          continue
-        if a == "hygrl" and not isinstance(graph, GraphAgent):
-          skipped[a] = "the full system already uses a non-walker GraphAgent"
-          continue
-        per_seed.setdefault(a, []).append(
-            run(variant(a), critic, agents.max_turns, a, s))
+    passes_ = _Passes(stack, data, out_dir, resume=resume,
+                      learn_labels=learn_labels,
+                      ablation_workdirs=ablation_workdirs,
+                      progress=progress, log=log)
+    per_seed, skipped, thresholds = _seed_passes(
+        passes_, calibrated, agents.max_turns, seeds, ablations,
+        ablation_seeds)
     figures = summarize(per_seed, seeds,
                         trained_pruning="no_pruning" in ablation_workdirs)
-    full0 = per_seed["full"][0]
     figures.update({
         "name": name, "split": split if not eval_file else None,
         "eval_file": str(Path(eval_file).resolve()) if eval_file else None,
         "eval_file_sha256": hashlib.sha256(Path(eval_file).read_bytes(
             )).hexdigest() if eval_file else None,
-        **llm_figures.llm_figures(
-            stack.llm_identity, stack.usage.to_dict(),
-            figures.get("llm_answered_fraction"), agents,
-            seats={seat: figures.get(f"llm_answered_fraction_{seat}")
-                   for seat in metrics_lib.LLM_SEATS}),
-        "answer_step": local.step,
-        "graph_agent": agents.graph,
-        "retrieval_workdir": str(refiner_dir),
-        "paths_shown_to_answerer": stack.paths_shown,
-        "paths_per_choice": stack.keep,
-        "refiner_top_k_chosen": stack.keep_chosen,
-        "use_openbook": bool(config.use_openbook),
-        "choice_triples": int(config.answer.choice_triples),
-        "similar_questions": int(config.answer.similar_questions),
-        "triples_verified_fraction": verified_fraction(full0),
-        **protocol_figures(per_seed, calibrated, graph, learn_labels),
+        **_setup_figures(stack, config, agents, figures),
+        "triples_verified_fraction": verified_fraction(per_seed["full"][0]),
+        **protocol_figures(per_seed, calibrated, stack.graph, learn_labels),
         "critic_thresholds": thresholds[0],
         **({"score_critic_min_accept": score_critic["thresholds"]["min_accept"],
             "score_critic_calibration": score_critic["figures"]}
            if score_critic else {}),
         "llm": stack.usage.to_dict(),
-        "resumed_batches": resumed_total[0], "torn_lines_redone":
-        torn_total[0], "ablations_skipped": skipped,
+        "resumed_batches": passes_.resumed, "torn_lines_redone":
+        passes_.torn, "ablations_skipped": skipped,
         "peak_rss_gb": metrics_lib.peak_rss_gb(),
         "peak_device_memory_gb": metrics_lib.peak_device_memory_gb(),
         "machine": machine.describe(), "wall_s": time.perf_counter() - started,
@@ -299,11 +197,130 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       # over the questions evaluated (--max_questions: the first N), not the
       # whole split
       figures.update(head_only.head_only_figures(
-          config, baseline_workdir, local, evaluated, full0, log))
+          config, baseline_workdir, local, evaluated, per_seed["full"][0],
+          log))
     (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
     report.write_report(out_dir, figures, config=config, workdir=workdir,
                         log=log)
     return figures
+
+
+def _calibrations(stack, data, key: str, agents, legacy: bool,
+                  dry_run: bool, progress: bool, log) -> tuple:
+  """``(the critic's calibration record or None (legacy: fitted later on
+  the evaluated split), the score-mode critic's or None)``, both fitted on
+  the validation slice."""
+  if legacy:
+    return None, None
+  calibrated = calibration.fit_critic(stack, progress=progress, log=log)
+  _check_not_scored(stack, data, key)
+  score_critic = None   # score mode: P(ACCEPT)'s threshold, fitted likewise
+  if (stack.backend is not None and agents.max_turns > 1 and not dry_run
+      and agents.answer_mode == "score"):
+    score_critic = calibration.fit_score_critic(stack, progress=progress,
+                                                log=log)
+  return calibrated, score_critic
+
+
+class _Passes:
+  """The evaluation's passes of the agents' loop over ``data``, each into
+  ``out_dir/<pass>.seed<i>.jsonl`` (resumed with ``resume``)."""
+
+  def __init__(self, stack, data, out_dir: Path, *, resume: bool,
+               learn_labels: bool, ablation_workdirs: dict,
+               progress: bool, log: Callable[[str], None]):
+    self.stack, self.data, self.out_dir = stack, data, out_dir
+    self.resume, self.learn_labels = resume, learn_labels
+    self.ablation_workdirs = ablation_workdirs
+    self.progress, self.log = progress, log
+    self.resumed = self.torn = 0
+    self._variants = {}  # ablation -> its GraphAgent (reused per seed)
+
+  def _concepts_of(self, result) -> None:
+    sg, kg = self.data.subgraphs[result.index], self.stack.ws.kg
+    result.choice_concepts = [
+        [kg.concepts[int(c)] for c in sg.nodes[sg.choice_mask[:, j]]]
+        for j in range(min(sg.choice_mask.shape[1], len(result.choices)))]
+
+  def run(self, graph, critic, max_turns: int, pass_name: str,
+          seed_index: int) -> list[dict]:
+    """One pass's per-question records."""
+    config = self.stack.config
+    result = passes.run_pass(
+        self.stack.collaboration(self.data, critic, max_turns, graph=graph,
+                                 learn_from_labels=self.learn_labels),
+        self.data, batch_size=config.eval.batch_size,
+        seed=config.seed + 1000 * seed_index,
+        path=self.out_dir / f"{pass_name}.seed{seed_index}.jsonl",
+        resume=self.resume, annotate=self._concepts_of,
+        progress=self.progress, desc=f"{pass_name} seed {seed_index}")
+    self.resumed += result.resumed_batches
+    self.torn += result.torn_lines
+    return result.records
+
+  def variant(self, name: str):
+    """The GraphAgent of the ablation ``name``, built once."""
+    if name not in self._variants:
+      run = self.ablation_workdirs.get(name)
+      g = registry.resolve(ABLATIONS.get(name).graph_agent, name)(
+          self.stack, run, self.log)
+      # the same starting memory as the full system (its own walker's when
+      # the ablation trained one)
+      self._variants[name] = g if run else self.stack.prepare_graph(g)
+    return self._variants[name]
+
+
+def _seed_passes(passes_: _Passes, calibrated, max_turns: int, seeds: int,
+                 ablations, ablation_seeds) -> tuple[dict, dict, list]:
+  """Per seed: the one-round pass without the critic, the full system and
+  each ablation. Returns ``(pass name -> [records per seed], skipped
+  ablation -> why, the critic's thresholds per seed)``."""
+  graph = passes_.stack.graph
+  per_seed = {"full": [], "no_critic": []}
+  skipped, thresholds = {}, []
+  for s in range(seeds):
+    one_round = passes_.run(graph, LocalCritic(0.0, 0.0), 1, "no_critic", s)
+    if calibrated is None:  # legacy: fitted on this split, two-fold
+      critic, fitted = calibration.legacy_twofold(one_round)
+    else:
+      critic, fitted = critic_of(calibrated), calibrated["thresholds"]
+    thresholds.append(fitted)
+    per_seed["no_critic"].append(one_round)
+    per_seed["full"].append(passes_.run(graph, critic, max_turns, "full", s))
+    for a in ablations:
+      if a == "no_critic" or (ablation_seeds is not None and
+                              s >= ablation_seeds):
+        continue
+      if ABLATIONS.get(a).needs and a not in passes_.ablation_workdirs:
+        skipped[a] = "needs " + _needs(a)
+        continue
+      if a == "hygrl" and not isinstance(graph, GraphAgent):
+        skipped[a] = "the full system already uses a non-walker GraphAgent"
+        continue
+      per_seed.setdefault(a, []).append(
+          passes_.run(passes_.variant(a), critic, max_turns, a, s))
+  return per_seed, skipped, thresholds
+
+
+def _setup_figures(stack, config, agents, figures: dict) -> dict:
+  """What was evaluated: the LLM, the answer run, the retrieval and the
+  knowledge shown."""
+  return {
+      **llm_figures.llm_figures(
+          stack.llm_identity, stack.usage.to_dict(),
+          figures.get("llm_answered_fraction"), agents,
+          seats={seat: figures.get(f"llm_answered_fraction_{seat}")
+                 for seat in metrics_lib.LLM_SEATS}),
+      "answer_step": stack.local.step,
+      "graph_agent": agents.graph,
+      "retrieval_workdir": str(stack.refiner_dir),
+      "paths_shown_to_answerer": stack.paths_shown,
+      "paths_per_choice": stack.keep,
+      "refiner_top_k_chosen": stack.keep_chosen,
+      "use_openbook": bool(config.use_openbook),
+      "choice_triples": int(config.answer.choice_triples),
+      "similar_questions": int(config.answer.similar_questions),
+  }
 
 
 def protocol_figures(per_seed, calibrated, graph, learn_labels) -> dict:
@@ -380,7 +397,7 @@ def summarize(per_seed: dict[str, list[list[dict]]], seeds: int,
       row["delta_accuracy"] = row["accuracy"] - same["accuracy"]
       row["delta_path_hit_rate"] = (row.get("path_hit_rate", 0.0) -
                                     same.get("path_hit_rate", 0.0))
-    row["description"] = ABLATIONS[name]
+    row["description"] = ABLATIONS.get(name).description
     if name == "no_pruning" and not trained_pruning:
       row["description"] = "semantic pruning off at inference (all D " \
                            "actions; no run trained without it given)"

@@ -108,7 +108,7 @@ OPTIONS = (
            "redoing finished questions.", ("agents",)),
     Option("ablations", "bool", False, "Also run the ablation table.",
            ("agents",)),
-    Option("ablation_names", "list", list(agents_eval.ABLATIONS), "The "
+    Option("ablation_names", "list", list(agents_eval.ABLATIONS.names()), "The "
            "ablations run with --ablations.", ("agents",)),
     Option("ablation_workdirs", "list", [], "NAME=DIR runs of ablations "
            "that need their own training (no_teacher=, no_pruning=, "

@@ -166,6 +166,54 @@ TRAIN_STAGES.register("answer", "racer_jax.train.answer_stage:train")
 TRAIN_STAGES.register("hygrl_multihop", None)   # multihop's runs' name
 
 
+
+@dataclasses.dataclass(frozen=True)
+class Ablation:
+  """A row of the agents' ablation table (``--ablations``).
+
+  * ``graph_agent(stack, run, log)``: the GraphAgent it is evaluated with
+    (``run``: its own run from ``--ablation_workdirs``, or None); None: the
+    full system's (the ablation changes something else).
+  * ``changes``: the config changes of the run ``launch/main.py
+    --ablations`` trains for it, by ``trainer(config, data_dir, workdir, *,
+    progress)`` or, with no trainer, as a walker and a refiner over it; None:
+    it trains no run.
+  * ``needs``: it cannot run without its own run (the evaluation skips it
+    and says so).
+  """
+  description: str
+  graph_agent: Callable | str | None = None
+  changes: dict | None = None
+  trainer: Callable | str | None = None
+  needs: bool = False
+
+
+ABLATIONS = Registry("--ablations", "ablation")
+ABLATIONS.register("no_critic", Ablation(
+    "one round, no critic (the calibration pass)"))
+ABLATIONS.register("no_refiner", Ablation(
+    "paths ranked by the walker's log-probability",
+    "racer_jax.eval.ablations:no_refiner"))
+ABLATIONS.register("no_memory", Ablation(
+    "shared memory off (no reranking, no updates)",
+    "racer_jax.eval.ablations:no_memory"))
+ABLATIONS.register("no_pruning", Ablation(
+    "walker trained without semantic pruning (own walker + refiner run; "
+    "without one: pruning off at inference)",
+    "racer_jax.eval.ablations:no_pruning", {"walker.prune": False}))
+ABLATIONS.register("single_path", Ablation(
+    "one greedy path per choice instead of multi-path",
+    "racer_jax.eval.ablations:single_path"))
+ABLATIONS.register("no_teacher", Ablation(
+    "walker trained with p_teacher = 0 (own walker + refiner run)",
+    "racer_jax.eval.ablations:own_walker",
+    {"train.p_teacher": 0.0, "train.p_teacher_final": 0.0}, needs=True))
+ABLATIONS.register("hygrl", Ablation(
+    "HyGRL's beam retriever as the GraphAgent (own run)",
+    "racer_jax.eval.ablations:hygrl", {"method": "hygrl"},
+    trainer="racer_jax.train.hygrl_stage:train", needs=True))
+
+
 # Every registry whose field the config checks read.
 BY_FIELD = {r.field: r for r in (LLM_BACKENDS, ANSWER_MODELS, GRAPH_AGENTS,
                                   METHODS, TRAIN_STAGES)}

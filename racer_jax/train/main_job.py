@@ -29,21 +29,25 @@ from racer_jax.agents.pipeline import Pipeline
 from racer_jax.data import datasets, qa
 from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, plots
-from racer_jax.runs import workdir_lock
+from racer_jax.runs import registry, workdir_lock
 from racer_jax.runs.config_checks import check_config
-from racer_jax.train import answer_stage, hygrl_stage, refiner_stage
+from racer_jax.train import answer_stage, refiner_stage
 from racer_jax.train import walker_stage
 
 STAGES = ("walker", "refiner", "answer", "evaluate", "answer_one")
 
 
 def changed(config, change: dict):
-  """A copy of ``config`` with ``{"section.field": value}`` applied."""
+  """A copy of ``config`` with ``{"section.field": value}`` (or a
+  top-level ``{"field": value}``) applied."""
   config = config.copy_and_resolve_references()
   with config.unlocked():
     for key, value in change.items():
-      section, field = key.split(".")
-      config[section][field] = value
+      *sections, field = key.split(".")
+      node = config
+      for section in sections:
+        node = node[section]
+      node[field] = value
   return config
 
 
@@ -65,26 +69,29 @@ def stage_configs(config, root: str):
 
 
 def train_ablation_runs(config, rconfig, data_dir, root, progress) -> dict:
-  """The runs of the ablations that change training: ``no_teacher`` and
-  ``no_pruning`` (a refiner over a walker trained with p_teacher = 0,
-  resp. without pruning) and ``hygrl``."""
+  """The runs of the ablations that change training
+  (:data:`racer_jax.runs.registry.ABLATIONS` with ``changes``): by their
+  trainer, else a walker and a refiner over it (``no_teacher``,
+  ``no_pruning``). Returns name -> the run the evaluation reads."""
   out = {}
-  for name, change in (("no_teacher", {"train.p_teacher": 0.0,
-                                       "train.p_teacher_final": 0.0}),
-                       ("no_pruning", {"walker.prune": False})):
+  for name in registry.ABLATIONS.names():
+    ablation = registry.ABLATIONS.get(name)
+    if ablation.changes is None:
+      continue
+    if ablation.trainer is not None:
+      out[name] = os.path.join(root, name)
+      registry.resolve(ablation.trainer, name)(
+          changed(config, ablation.changes), data_dir, out[name],
+          progress=progress)
+      continue
     walker = os.path.join(root, f"walker_{name}")
-    walker_stage.train(changed(config, change), data_dir, walker,
+    walker_stage.train(changed(config, ablation.changes), data_dir, walker,
                        progress=progress)
     out[name] = os.path.join(root, f"refiner_{name}")
-    refiner_stage.train(changed(rconfig, {**change,
+    refiner_stage.train(changed(rconfig, {**ablation.changes,
                                           "refiner.walker_workdir": walker}),
                         data_dir, out[name], progress=progress)
-  hygrl = os.path.join(root, "hygrl")
-  hc = config.copy_and_resolve_references()
-  with hc.unlocked():
-    hc.method = "hygrl"
-  hygrl_stage.train(hc, data_dir, hygrl, progress=progress)
-  return {**out, "hygrl": hygrl}
+  return out
 
 
 def first_question(config, data_dir) -> tuple[str, list[str]]:
@@ -143,7 +150,7 @@ def _stages(config, data_dir, root, question, choices, plot, ablations,
     t = time.perf_counter()
     ablation_workdirs = train_ablation_runs(config, rconfig, data_dir, root,
                                             progress)
-    names = tuple(agents_eval.ABLATIONS)
+    names = registry.ABLATIONS.names()
     seconds["ablation_runs"] = time.perf_counter() - t
 
   t = stage(4, f"evaluate the four agents on {config.eval.split}")

@@ -183,3 +183,44 @@ def test_eval_file_is_evaluated_like_a_split(head_run, tmp_path):
   assert [json.loads(x)["id"] for x in rows] == [
       json.loads(x)["id"] for x in lines]
   assert (out / "report.md").exists()
+
+
+class NoPaths:
+  """An ablation's GraphAgent a user might add: the full system's walker,
+  its paths withheld (the agents answer from the question alone)."""
+
+  def __init__(self, graph):
+    self.graph = graph
+    self.use_memory, self.memory_source = False, "none"
+    self.temperature, self.keep = graph.temperature, graph.keep
+
+  def reset_memory(self):
+    pass
+
+  def record(self, paths, outcome) -> int:
+    return 0
+
+  def retrieve(self, batch, rng, temperature=None, examples=None):
+    out, per_row = self.graph.retrieve(batch, rng, temperature, examples)
+    return out, [None if r is None else [[] for _ in r] for r in per_row]
+
+
+@pytest.mark.slow  # 3 passes of the loop
+def test_an_ablation_registered_from_a_test_file(head_run, tmp_path):
+  from racer_jax.runs import registry
+  config, workdir = _copy_run(head_run, tmp_path, "ablated")
+  registry.ABLATIONS.register("no_paths", registry.Ablation(
+      "the walker's paths withheld",
+      lambda stack, run, log: NoPaths(stack.graph)))
+  try:
+    figures = agents_eval.evaluate(config, None, workdir, seeds=1,
+                                   ablations=("no_paths",), **QUIET)
+  finally:
+    registry.ABLATIONS.unregister("no_paths")
+  row = figures["ablations"]["no_paths"]
+  assert row["description"] == "the walker's paths withheld"
+  acc, rows = _recompute_accuracy(workdir / "eval" / "dev" /
+                                  "no_paths.seed0.jsonl")
+  assert row["accuracy"] == pytest.approx(acc)
+  assert rows and all(not ps for r in rows for rd in r["rounds"]
+                      for ps in rd["paths"])

@@ -1,5 +1,5 @@
 """The shape of the code a newcomer relies on: thin entry points, short
-modules, imports at the top (lint-imports checks their direction)."""
+functions, imports at the top (lint-imports checks their direction)."""
 
 import ast
 import subprocess
@@ -27,10 +27,48 @@ def test_launchers_are_flags_and_one_call(path):
   assert "entry_point.run(main" in text, path
 
 
-def test_modules_stay_under_400_lines():
-  long = {str(p.relative_to(REPO)): n for p in MODULES
-          if (n := len(p.read_text().splitlines())) > 400}
-  assert not long, long
+# Lines of code a function may hold (its docstring not counted). A module's
+# length says little about coupling; a long function is hard to read and
+# to change.
+FUNCTION_LINES = 120
+# The benchmarks' reference walkers and drivers: plain loops written to be
+# compared line by line with the jitted code (issue 52 moves them out of
+# the package); each may not grow.
+LONGER = {"racer_jax/bench/kg_rollout_bench.py:bench_kg_rollout": 162,
+          "racer_jax/bench/kg_torch_walker.py:rollout": 152,
+          "racer_jax/bench/kg_numpy_walker.py:rollout": 133}
+
+
+def function_lengths(path, root=REPO) -> dict[str, int]:
+  """``"path:function" -> lines`` (nested functions count in the outer one
+  too), the docstring left out."""
+  out = {}
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      lines = node.end_lineno - node.lineno + 1
+      if ast.get_docstring(node) is not None:
+        doc = node.body[0]
+        lines -= doc.end_lineno - doc.lineno + 1
+      key = f"{path.relative_to(root)}:{node.name}"
+      out[key] = max(lines, out.get(key, 0))
+  return out
+
+
+def test_functions_stay_short():
+  lengths = {k: n for p in MODULES for k, n in function_lengths(p).items()}
+  long = {k: n for k, n in lengths.items()
+          if n > LONGER.get(k, FUNCTION_LINES)}
+  assert not long, (f"functions over {FUNCTION_LINES} lines (docstrings "
+                    f"aside): {long}; split them")
+  assert set(LONGER) <= set(lengths), set(LONGER) - set(lengths)
+
+
+def test_the_length_check_counts_code_not_docstrings(tmp_path):
+  path = tmp_path / "probe.py"
+  body = "".join(f"  x{i} = {i}\n" for i in range(FUNCTION_LINES))
+  path.write_text(f'def f():\n  """Doc.\n\n  More."""\n{body}')
+  assert function_lengths(path, tmp_path) == {"probe.py:f":
+                                              FUNCTION_LINES + 1}
 
 
 def test_imports_are_at_the_top():

@@ -63,13 +63,10 @@ def _needs(name: str) -> str:
           f"--ablations trains it: {what.description})")
 
 
-HEADLINE = ("accuracy", "path_hit_rate", "evidence_hit",
-            "answer_concept_recall", "exact_match", "f1", "rouge_l",
-            "accepted_fraction", "mean_turns", "llm_calls_per_question",
-            "tokens_per_question", "thinking_tokens_per_question",
-            "llm_answered_fraction", "llm_answered_fraction_answer",
-            "llm_answered_fraction_critic", "latency_p50_s", "latency_p95_s",
-            *metrics_lib.EXPLORER_KEYS)
+def headline_keys() -> tuple[str, ...]:
+  """Every per-question figure (those declared when called), averaged over
+  seeds and given per ablation."""
+  return (*metrics_lib.FIGURES, *metrics_lib.EXPLORER_KEYS)
 
 
 def evaluate(config, data_dir, workdir, *, split: str | None = None,
@@ -381,7 +378,7 @@ def summarize(per_seed: dict[str, list[list[dict]]], seeds: int,
   full = [metrics_lib.question_metrics(r) for r in per_seed["full"]]
   figures = {"seeds": seeds, "questions": full[0]["questions"],
              "labeled": full[0]["labeled"],
-             **metrics_lib.mean_std(full, HEADLINE),
+             **metrics_lib.mean_std(full, headline_keys()),
              "per_seed": [{k: m[k] for k in ("accuracy", "path_hit_rate")}
                           for m in full]}
   table = {}
@@ -389,7 +386,7 @@ def summarize(per_seed: dict[str, list[list[dict]]], seeds: int,
     if name == "full":
       continue
     ms = [metrics_lib.question_metrics(r) for r in runs]
-    row = metrics_lib.mean_std(ms, HEADLINE)
+    row = metrics_lib.mean_std(ms, headline_keys())
     row["seeds"] = len(runs)
     same = metrics_lib.mean_std(full[:len(runs)], ("accuracy",
                                                    "path_hit_rate"))

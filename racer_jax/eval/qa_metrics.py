@@ -17,10 +17,12 @@ per-question records (so a report can be recomputed from its JSONL).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import re
 import resource
 import string
 import sys
+from typing import Callable
 
 import jax
 import numpy as np
@@ -180,48 +182,94 @@ EXPLORER_KEYS = ("valid_format_rate", "valid_step_rate", "valid_call_rate",
                  "explorer_exact_match", "explorer_rouge_l")
 
 
+@dataclasses.dataclass(frozen=True)
+class Figure:
+  """A per-question figure of the agents' evaluation, declared once in
+  :data:`FIGURES`: ``of(records)`` over one pass's records (None: no
+  question it applies to) is averaged over seeds (``name`` and
+  ``name_std`` in ``metrics.json``), given for each ablation, and shown in
+  ``report.md``'s ``section`` (``"headline"``, ``"efficiency"``; ``""``:
+  ``metrics.json`` only)."""
+  of: Callable[[list[dict]], float | None]
+  section: str = ""
+
+
+def _labeled(records: list[dict]) -> list[dict]:
+  return [r for r in records if r["gold"] is not None]
+
+
+def _against_gold_text(metric) -> Callable[[list[dict]], float | None]:
+  """``metric(prediction, gold)`` on the choices' text, over the labeled
+  questions."""
+  def of(records):
+    return mean_of(best_over_golds(metric, r["choices"][r["prediction"]],
+                                   [r["choices"][r["gold"]]])
+                   for r in _labeled(records))
+  return of
+
+
+def _llm_answered_in(seat: str) -> Callable[[list[dict]], float | None]:
+  """The share of ``seat``'s calls the LLM answered rather than the local
+  fallback (None: the seat made no LLM call)."""
+  def of(records):
+    return mean_of(round_[f"{seat}_backend"] != "local"
+                   for r in records for round_ in r["rounds"]
+                   if round_.get(f"{seat}_llm") is not None)
+  return of
+
+
+def _percentile_seconds(q: float) -> Callable[[list[dict]], float]:
+  def of(records):
+    return float(np.percentile([r["seconds"] for r in records] or [0.0], q))
+  return of
+
+
+FIGURES: dict[str, Figure] = {
+    "accuracy": Figure(lambda rs: mean_of(r["correct"] for r in _labeled(rs)),
+                       "headline"),
+    "path_hit_rate": Figure(lambda rs: mean_of(map(path_hit, rs)),
+                            "headline"),
+    "evidence_hit": Figure(lambda rs: mean_of(map(evidence_hit, rs)),
+                           "headline"),
+    "answer_concept_recall": Figure(
+        lambda rs: mean_of(map(answer_concept_recall, rs)), "headline"),
+    "exact_match": Figure(_against_gold_text(exact_match), "headline"),
+    "f1": Figure(_against_gold_text(token_f1), "headline"),
+    "rouge_l": Figure(_against_gold_text(rouge_l), "headline"),
+    "accepted_fraction": Figure(lambda rs: mean_of(r["accepted"] for r in rs),
+                                "headline"),
+    "mean_turns": Figure(lambda rs: mean_of(len(r["rounds"]) for r in rs),
+                         "headline"),
+    # the share of final answers an LLM gave (None: no LLM in the seats)
+    "llm_answered_fraction": Figure(
+        lambda rs: mean_of(r["answered_by"] != "local" for r in rs
+                           if r.get("llm")), "efficiency"),
+    **{f"llm_answered_fraction_{seat}": Figure(_llm_answered_in(seat))
+       for seat in LLM_SEATS},
+    "llm_calls_per_question": Figure(
+        lambda rs: mean_of(r.get("llm_calls", 0) for r in rs), "efficiency"),
+    "tokens_per_question": Figure(
+        lambda rs: mean_of(r.get("tokens", 0) for r in rs), "efficiency"),
+    "thinking_tokens_per_question": Figure(
+        lambda rs: mean_of(r.get("thinking_tokens", 0) for r in rs),
+        "efficiency"),
+    "latency_p50_s": Figure(_percentile_seconds(50), "efficiency"),
+    "latency_p95_s": Figure(_percentile_seconds(95), "efficiency"),
+}
+
+
+def figures_in(section: str) -> tuple[str, ...]:
+  """The names of the :data:`FIGURES` ``report.md`` shows in ``section``."""
+  return tuple(k for k, f in FIGURES.items() if f.section == section)
+
+
 def question_metrics(records: list[dict]) -> dict:
-  """Every per-question metric averaged over ``records`` (one pass of one
-  seed). Keys with no labeled question are None."""
-  labeled = [r for r in records if r["gold"] is not None]
-  pred_text = [r["choices"][r["prediction"]] for r in labeled]
-  gold_text = [[r["choices"][r["gold"]]] for r in labeled]
-  seconds = [r["seconds"] for r in records] or [0.0]
-  return {
-      "questions": len(records),
-      "labeled": len(labeled),
-      "accuracy": mean_of(r["correct"] for r in labeled),
-      "exact_match": mean_of(best_over_golds(exact_match, p, g)
-                             for p, g in zip(pred_text, gold_text)),
-      "f1": mean_of(best_over_golds(token_f1, p, g)
-                    for p, g in zip(pred_text, gold_text)),
-      "rouge_l": mean_of(best_over_golds(rouge_l, p, g)
-                         for p, g in zip(pred_text, gold_text)),
-      "path_hit_rate": mean_of(path_hit(r) for r in records),
-      "evidence_hit": mean_of(evidence_hit(r) for r in records),
-      "answer_concept_recall": mean_of(answer_concept_recall(r)
-                                       for r in records),
-      "accepted_fraction": mean_of(r["accepted"] for r in records),
-      "mean_turns": mean_of(len(r["rounds"]) for r in records),
-      "llm_calls_per_question": mean_of(r.get("llm_calls", 0)
-                                        for r in records),
-      "tokens_per_question": mean_of(r.get("tokens", 0) for r in records),
-      "thinking_tokens_per_question": mean_of(r.get("thinking_tokens", 0)
-                                              for r in records),
-      # the share of final answers an LLM gave (None: no LLM in the seats)
-      "llm_answered_fraction": mean_of(r["answered_by"] != "local"
-                                       for r in records if r.get("llm")),
-      # per seat: the share of its calls the LLM answered rather than the
-      # local fallback (None: the seat made no LLM call)
-      **{f"llm_answered_fraction_{seat}": mean_of(
-          round_[f"{seat}_backend"] != "local"
-          for r in records for round_ in r["rounds"]
-          if round_.get(f"{seat}_llm") is not None)
-         for seat in LLM_SEATS},
-      "latency_p50_s": float(np.percentile(seconds, 50)),
-      "latency_p95_s": float(np.percentile(seconds, 95)),
-      **explorer_metrics(records),
-  }
+  """Every figure of :data:`FIGURES` (and the explorer's, when it ran)
+  over ``records`` (one pass of one seed). Keys with no labeled question
+  are None."""
+  return {"questions": len(records), "labeled": len(_labeled(records)),
+          **{name: f.of(records) for name, f in FIGURES.items()},
+          **explorer_metrics(records)}
 
 
 def mean_std(per_seed: list[dict], keys) -> dict:

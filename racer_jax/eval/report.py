@@ -12,7 +12,11 @@ from typing import Callable
 
 from racer_jax.agents.critic import support_rule
 from racer_jax.runs import run_config
-from racer_jax.eval import plots
+from racer_jax.eval import plots, qa_metrics
+
+# the run's own efficiency figures, after the per-question ones
+RUN_EFFICIENCY = ("peak_rss_gb", "peak_device_memory_gb", "wall_s",
+                  "resumed_batches", "torn_lines_redone")
 
 
 def _fmt(value, std=None, digits: int = 3) -> str:
@@ -137,9 +141,7 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
              if figures.get("eval_file") else []),
            _protocol_line(figures), "",
            "## Headline", "", "| metric | value |", "|---|---|"]
-  for key in ("accuracy", "path_hit_rate", "evidence_hit",
-              "answer_concept_recall", "exact_match", "f1", "rouge_l",
-              "accepted_fraction", "mean_turns"):
+  for key in qa_metrics.figures_in("headline"):
     if key in figures:
       lines.append(f"| {key} | {_fmt(figures[key], figures.get(key + '_std'))}"
                    " |")
@@ -181,11 +183,7 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
   for name, why in figures.get("ablations_skipped", {}).items():
     lines.append(f"\nNot run: `{name}` — {why}.")
   lines += ["", "## Efficiency", "", "| figure | value |", "|---|---|"]
-  for key in ("llm_answered_fraction", "llm_calls_per_question",
-              "tokens_per_question", "thinking_tokens_per_question",
-              "latency_p50_s", "latency_p95_s", "peak_rss_gb",
-              "peak_device_memory_gb", "wall_s", "resumed_batches",
-              "torn_lines_redone"):
+  for key in qa_metrics.figures_in("efficiency") + RUN_EFFICIENCY:
     if key in figures:
       lines.append(f"| {key} | {_fmt(figures[key])} |")
   if pictures:

@@ -206,21 +206,36 @@ class NoPaths:
 
 
 @pytest.mark.slow  # 3 passes of the loop
-def test_an_ablation_registered_from_a_test_file(head_run, tmp_path):
+def test_an_ablation_and_a_figure_declared_in_a_test_file(head_run, tmp_path,
+                                                         monkeypatch):
+  from racer_jax.eval import qa_metrics
   from racer_jax.runs import registry
   config, workdir = _copy_run(head_run, tmp_path, "ablated")
   registry.ABLATIONS.register("no_paths", registry.Ablation(
       "the walker's paths withheld",
       lambda stack, run, log: NoPaths(stack.graph)))
+  monkeypatch.setitem(qa_metrics.FIGURES, "first_choice_rate",
+                      qa_metrics.Figure(lambda rs: qa_metrics.mean_of(
+                          r["prediction"] == 0 for r in rs), "headline"))
   try:
     figures = agents_eval.evaluate(config, None, workdir, seeds=1,
                                    ablations=("no_paths",), **QUIET)
   finally:
     registry.ABLATIONS.unregister("no_paths")
+  out = workdir / "eval" / "dev"
   row = figures["ablations"]["no_paths"]
   assert row["description"] == "the walker's paths withheld"
-  acc, rows = _recompute_accuracy(workdir / "eval" / "dev" /
-                                  "no_paths.seed0.jsonl")
+  acc, rows = _recompute_accuracy(out / "no_paths.seed0.jsonl")
   assert row["accuracy"] == pytest.approx(acc)
   assert rows and all(not ps for r in rows for rd in r["rounds"]
                       for ps in rd["paths"])
+  # the figure: in metrics.json (mean, std), per ablation, in the report
+  _, full = _recompute_accuracy(out / "full.seed0.jsonl")
+  first = np.mean([r["prediction"] == 0 for r in full])
+  saved = json.loads((out / "metrics.json").read_text())
+  assert saved["first_choice_rate"] == pytest.approx(first)
+  assert saved["first_choice_rate_std"] == 0.0
+  assert row["first_choice_rate"] == pytest.approx(
+      np.mean([r["prediction"] == 0 for r in rows]))
+  assert f"| first_choice_rate | {first:.3f}" in (out / "report.md"
+                                                   ).read_text()

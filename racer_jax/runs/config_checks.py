@@ -18,6 +18,7 @@ from racer_jax.runs import registry
 # key -> (kind, lower bound, upper bound); None: unbounded on that side.
 _INT_AT_LEAST = {
     "batch.batch_size": 1, "batch.num_choices": 2, "batch.shards": 0,
+    "multihop.reranker.pairs_per_chunk": 0,
     "train.num_steps": 0,
     "train.log_every": 1, "train.checkpoint_every": 1,
     "train.max_to_keep": 1, "train.eval_every": 0, "train.num_devices": 0,
@@ -68,6 +69,9 @@ _CHOICES = {
                                  "json_object", "none"),
     "answer.similar_encoder": ("static", "minilm"),
     "walker.recurrent": ("gru", "lstm"),
+    "multihop.relevance": ("bi_encoder", "cross_encoder",
+                           "cross_encoder_state"),
+    "multihop.node_pairs": ("cosine", "cross_encoder"),
 }
 
 
@@ -81,6 +85,41 @@ def _get(config, key: str):
 
 
 _MISSING = object()
+
+
+def _check_method_settings(config) -> None:
+  """Settings that do not apply to the config's method: the whole-graph
+  walker's, the multi-hop search's."""
+  method = _get(config, "method")
+  if method == "racer" and _get(config, "walker.graph") == "kg":
+    if _get(config, "walker.heuristic_weight"):
+      raise ConfigError("walker.heuristic_weight: HyGRL's fused heuristic "
+                        "is a subgraph prior; with walker.graph='kg' set it "
+                        "to 0")
+    if _get(config, "batch.shards") not in (0, 1, _MISSING):
+      raise ConfigError("batch.shards: the whole-graph walker's batches are "
+                        "small id arrays, every process reads them all; "
+                        "leave batch.shards at 0")
+    bandwidth = _get(config, "walker.bandwidth")
+    if bandwidth is not _MISSING and (isinstance(bandwidth, bool) or
+                                      not isinstance(bandwidth, int) or
+                                      bandwidth < 1):
+      raise ConfigError(f"walker.bandwidth={bandwidth!r}: the whole-graph "
+                        "walker needs an integer >= 1")
+  if method != "hygrl_multihop":
+    return
+  relevance = _get(config, "multihop.relevance")
+  if _get(config, "multihop.node_pairs") == "cross_encoder" and \
+      relevance != "cross_encoder_state":
+    raise ConfigError(
+        "multihop.node_pairs=cross_encoder scores m(n_i, a) at each search "
+        "state: it needs multihop.relevance=cross_encoder_state (not "
+        f"{relevance})")
+  if relevance not in ("bi_encoder", _MISSING) and \
+      _get(config, "hygrl.policy_features") == "embedding":
+    raise ConfigError(f"multihop.relevance={relevance} feeds the (2L+1) "
+                      "score vector: set hygrl.policy_features=scores (or "
+                      "scores_heuristics)")
 
 
 def check_config(config) -> None:
@@ -137,6 +176,7 @@ def check_config(config) -> None:
     raise ConfigError("memory.train_failures=True: only the whole-graph "
                       "walker (walker.graph='kg') records its training "
                       "walks' failures; set it False for the subgraph walker")
+  _check_method_settings(config)
   stage, method = _get(config, "train.stage"), _get(config, "method")
   if (stage == "hygrl_multihop") != (method == "hygrl_multihop") and \
       not (method == "hygrl_multihop" and stage == "walker"):

@@ -14,23 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from racer_jax.data import goal_batch
-from racer_jax.errors import ConfigError
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth as bandwidth_lib
-
-
-def check_kg_config(config) -> None:
-  """Refuses settings that do not apply to the whole-graph walker."""
-  w = config.walker
-  if w.heuristic_weight:
-    raise ConfigError("walker.heuristic_weight: HyGRL's fused heuristic is a "
-                      "subgraph prior; with walker.graph='kg' set it to 0")
-  if config.batch.shards > 1:
-    raise ConfigError("batch.shards: the whole-graph walker's batches are "
-                      "small id arrays, every process reads them all; "
-                      "leave batch.shards at 0")
-  if w.bandwidth < 1 or w.top_k < 1:
-    raise ConfigError("walker.bandwidth and walker.top_k must be >= 1")
 
 
 def whole_graph(config, ws, log=print) -> wg.WholeGraph:

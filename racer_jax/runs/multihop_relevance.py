@@ -37,8 +37,6 @@ from racer_jax.runs.multihop_workspace import MultiHopWorkspace
 from racer_jax.text import pair_tokens
 
 RERANKER_FILE = "reranker.msgpack"
-KINDS = ("bi_encoder", "cross_encoder", "cross_encoder_state")
-NODE_PAIRS = ("cosine", "cross_encoder")
 
 
 def node_title(ws: MultiHopWorkspace, node: int) -> str:
@@ -124,17 +122,9 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   and ``ws.arrays["relevance"]`` (cached in the workdir, keyed by the
   weights, subgraphs and questions). Else nothing (None)."""
   m = config.multihop
-  kind = m.relevance
-  if kind not in KINDS:
-    raise ConfigError(f"multihop.relevance={kind!r}; expected one of "
-                      f"{', '.join(KINDS)}")
-  check_options(config)
+  kind = m.relevance   # its combinations: racer_jax.runs.config_checks
   if kind == "bi_encoder":
     return None
-  if config.hygrl.policy_features == "embedding":
-    raise ConfigError(f"multihop.relevance={kind} feeds the (2L+1) "
-                      "score vector: set hygrl.policy_features=scores (or "
-                      "scores_heuristics)")
   r = m.reranker
   path = Path(workdir) / RERANKER_FILE
   model_dir = config.text.model_dir or None
@@ -180,29 +170,6 @@ def add_relevance(config, ws: MultiHopWorkspace, workdir, rows=None, *,
   log(f"m_ce: the cross-encoder's relevance of "
       f"{int(np.sum(ws.arrays['nodes'] >= 0)):,} subgraph nodes")
   return reranker
-
-
-def check_options(config) -> None:
-  """``multihop.node_pairs``: "cosine" (the bi-encoder's, the default) or
-  "cross_encoder" (m_ce(n_i, a) at every state: only with
-  ``relevance=cross_encoder_state``; per question it would be N² pairs);
-  ``multihop.reranker.pairs_per_chunk`` ≥ 0."""
-  m = config.multihop
-  chunk = m.reranker.pairs_per_chunk
-  if not isinstance(chunk, int) or chunk < 0:
-    raise ConfigError(f"multihop.reranker.pairs_per_chunk={chunk!r}: the "
-                      "pairs of a search state scored at once, an integer "
-                      ">= 0 (0: all)")
-  value = m.node_pairs
-  if value not in NODE_PAIRS:
-    raise ConfigError(f"multihop.node_pairs={value!r}; expected one of "
-                      f"{', '.join(NODE_PAIRS)}")
-  kind = m.relevance
-  if value == "cross_encoder" and kind != "cross_encoder_state":
-    raise ConfigError(
-        f"multihop.node_pairs=cross_encoder scores m(n_i, a) at each search "
-        f"state: it needs multihop.relevance=cross_encoder_state (not "
-        f"{kind})")
 
 
 def _budget(reranker: PassageReranker) -> int:

@@ -26,7 +26,6 @@ from racer_jax.runs.builders import (
   walker_train_config,
 )
 from racer_jax.runs.kg_walker_inputs import (
-  check_kg_config,
   goal_data,
   kg_structural_features,
   whole_graph,
@@ -38,7 +37,6 @@ def train_kg(config, data_dir, workdir, *, progress: bool = True,
              log: Callable[[str], None] = print,
              stop_after: int | None = None) -> dict:
   """Trains the whole-graph walker; returns the last logged metrics."""
-  check_kg_config(config)
   t = config.train
   workdir, ws, eval_split = start_run(config, data_dir, workdir,
                                       progress=progress, log=log)

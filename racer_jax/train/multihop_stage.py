@@ -81,7 +81,6 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   """Calibration, imitation then RL; returns the last logged metrics."""
   h = config.hygrl
   workdir = Path(workdir)
-  multihop_relevance.check_options(config)  # before any work
   workdir.mkdir(parents=True, exist_ok=True)
   run_config.save(config, workdir, STAGE)
   ws = prepare(config, data_dir, prep_dir(config, workdir), log=log,

@@ -4,7 +4,7 @@ by the stage driver)."""
 
 import pytest
 
-from configs import hygrl_2wiki
+from configs import csqa, hygrl_2wiki
 from configs import test as test_config
 from racer_jax.errors import ConfigError
 from racer_jax.runs import config_checks, registry
@@ -42,4 +42,30 @@ def test_other_combinations_are_refused_in_one_line(method, stage):
   config.method, config.train.stage = method, stage
   with pytest.raises(ConfigError, match=f"train.stage='{stage}' with "
                      f"method='{method}'"):
+    run_stage.stage_trainer(config)
+
+
+@pytest.mark.parametrize("config_of,change,message", [
+    (csqa.get_config, {"walker.heuristic_weight": 1.0},
+     "heuristic_weight: HyGRL's fused heuristic is a subgraph prior"),
+    (csqa.get_config, {"batch.shards": 2}, "batch.shards: the whole-graph"),
+    (csqa.get_config, {"walker.bandwidth": 0}, "walker.bandwidth=0"),
+    (hygrl_2wiki.get_config, {"multihop.node_pairs": "cross_encoder"},
+     "needs multihop.relevance=cross_encoder_state"),
+    (hygrl_2wiki.get_config, {"multihop.relevance": "cross_encoder",
+                              "hygrl.policy_features": "embedding"},
+     "set hygrl.policy_features=scores"),
+    (hygrl_2wiki.get_config, {"multihop.reranker.pairs_per_chunk": -1},
+     "pairs_per_chunk=-1"),
+])
+def test_settings_a_method_cannot_use_are_refused_before_any_work(
+    config_of, change, message):
+  config = config_of()
+  for key, value in change.items():
+    *sections, name = key.split(".")
+    node = config
+    for s in sections:
+      node = node[s]
+    node[name] = value
+  with pytest.raises(ConfigError, match=message):
     run_stage.stage_trainer(config)

@@ -12,6 +12,7 @@ paths add rejection counts, answered questions success/failure counts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Callable
@@ -178,6 +179,21 @@ class GraphAgent:
     self._initial_memory = self.memory
     # what filled the memory a pass starts from (see start_from)
     self.memory_source = "walker_training" if self.use_memory else "none"
+    self._reused = None   # see reusing_retrievals
+    self.device_retrievals = 0   # walks run on the device (tests count)
+
+  @contextlib.contextmanager
+  def reusing_retrievals(self):
+    """Within it, a batch retrieved again with the same rng, temperature
+    and memory reuses the first walk's device output, its paths read for
+    the current ``keep``: passes that differ only in the paths shown per
+    choice (k' chosen on validation) walk once. The device output does not
+    depend on ``keep`` (read_paths takes a prefix of the same ranking)."""
+    self._reused = {}
+    try:
+      yield self
+    finally:
+      self._reused = None
 
   def reset_memory(self):
     """Back to the memory a pass starts from: the walker run's, or the one
@@ -213,10 +229,23 @@ class GraphAgent:
     that read the question text; the walker does not.)"""
     del examples
     t = self.temperature if temperature is None else float(temperature)
-    out = jax.device_get(self._make(dataclasses.replace(
-        self._cfg, temperature=t))(
-        self._params, batch, self._walker_params, self.ws.concept_emb,
-        self.ws.relation_emb, self._quality(), rng, self._whole))
+    key = out = None
+    if self._reused is not None:
+      key = (np.asarray(batch.example_index).tobytes(),
+             np.asarray(batch.example_mask).tobytes(),
+             np.asarray(jax.random.key_data(rng) if jax.dtypes.issubdtype(
+                 rng.dtype, jax.dtypes.prng_key) else rng).tobytes(), t)
+      memory, out = self._reused.get(key, (None, None))
+      if memory is not self.memory:
+        out = None
+    if out is None:
+      out = jax.device_get(self._make(dataclasses.replace(
+          self._cfg, temperature=t))(
+          self._params, batch, self._walker_params, self.ws.concept_emb,
+          self.ws.relation_emb, self._quality(), rng, self._whole))
+      self.device_retrievals += 1
+      if key is not None:
+        self._reused[key] = (self.memory, out)
     if self.rank_by == "logprob":
       out = dict(out, score=np.where(out["valid"], out["log_prob"], -np.inf))
     c = batch.choice_valid.shape[1]

@@ -17,6 +17,7 @@ every later evaluation and the critic's calibration use it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -63,19 +64,24 @@ def choose(stack: AgentStack, *, progress: bool = True,
   log(f"choosing k' (paths per choice) among {list(candidates)} on the "
       f"validation slice ({data.dataset.num_questions} training questions)")
   accuracy = {}
-  for k in candidates:
-    stack.set_paths_per_choice(k)
-    result = passes.run_pass(
-        stack.collaboration(data, LocalCritic(0.0, 0.0), 1, local_only=True),
-        data, batch_size=stack.config.eval.batch_size,
-        seed=stack.config.seed, path=folder / f"validation.k{k}.jsonl",
-        resume=True, progress=progress, desc=f"k'={k} (validation)")
-    correct = [bool(r["correct"]) for r in result.records
-               if r.get("correct") is not None]
-    if not correct:
-      raise ValueError(f"{stack.workdir}: the validation slice has no "
-                       "labeled question to choose k' on")
-    accuracy[k] = float(np.mean(correct))
+  # the passes differ only in the paths shown (nothing reaches the memory:
+  # every answer is accepted), so one walk per batch serves every k'
+  reusing = getattr(stack.graph, "reusing_retrievals", contextlib.nullcontext)
+  with reusing():
+    for k in candidates:
+      stack.set_paths_per_choice(k)
+      result = passes.run_pass(
+          stack.collaboration(data, LocalCritic(0.0, 0.0), 1,
+                              local_only=True),
+          data, batch_size=stack.config.eval.batch_size,
+          seed=stack.config.seed, path=folder / f"validation.k{k}.jsonl",
+          resume=True, progress=progress, desc=f"k'={k} (validation)")
+      correct = [bool(r["correct"]) for r in result.records
+                 if r.get("correct") is not None]
+      if not correct:
+        raise ValueError(f"{stack.workdir}: the validation slice has no "
+                         "labeled question to choose k' on")
+      accuracy[k] = float(np.mean(correct))
   best = max(candidates, key=lambda k: (accuracy[k], -k))
   record = {"refiner_top_k_chosen": best,
             "validation_accuracy": {str(k): a for k, a in accuracy.items()},

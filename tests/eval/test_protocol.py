@@ -283,3 +283,33 @@ def test_k_prime_is_chosen_on_validation_and_used(answer_run, tmp_path):
   assert stack.graph.keep == 1
   assert run_config.chosen(run_config.load(workdir), "refiner_top_k_chosen"
                            ) == 1
+
+
+def test_one_walk_per_batch_serves_every_k_prime(answer_run, tmp_path,
+                                                 monkeypatch):
+  """The k' passes differ only in the paths shown, so the walker runs once
+  per batch for all of them; the records are those of walking per pass."""
+  import contextlib
+  from racer_jax.agents.stack import AgentStack
+  from racer_jax.eval import paths_choice
+  records, walks = {}, {}
+  for name in ("reused", "walked"):
+    _, workdir = copy_run(answer_run, tmp_path, name)
+    for f in [*workdir.glob("calibration/*/validation.k*.jsonl"),
+              *workdir.glob("calibration/*/paths_per_choice.json")]:
+      f.unlink()
+    stack = AgentStack(run_config.load(workdir, "answer run"), None,
+                       workdir, **QUIET)
+    if name == "walked":
+      monkeypatch.setattr(stack.graph, "reusing_retrievals",
+                          contextlib.nullcontext)
+    before = stack.graph.device_retrievals
+    paths_choice.choose(stack, **QUIET)
+    walks[name] = stack.graph.device_retrievals - before
+    records[name] = {
+        f.name: [{k: v for k, v in json.loads(x).items() if k != "seconds"}
+                 for x in f.read_text().splitlines()]
+        for f in sorted(workdir.glob("calibration/*/validation.k*.jsonl"))}
+  assert len(records["reused"]) == 4 and records["reused"] == records[
+      "walked"]
+  assert walks["reused"] > 0 and walks["walked"] == 4 * walks["reused"]

@@ -45,7 +45,7 @@ def slice_of(config) -> tuple[float, int]:
 
 def split_rows(config, num_questions: int) -> tuple[np.ndarray, np.ndarray]:
   """``(training rows, validation rows)`` of the training split, int64."""
-  fraction, seed = slice_of(config) or (0.0, 0)
+  fraction, seed = slice_of(config)
   held = validation_indices(num_questions, fraction, seed)
   keep = np.ones(num_questions, bool)
   keep[held] = False

@@ -1,5 +1,5 @@
-r"""Speed and memory benchmarks (:mod:`racer_jax.bench`). Each prints a
-table, then one JSON line.
+r"""Speed and memory benchmarks (``launch/bench/``, outside the installed
+package). Each prints a table, then one JSON line.
 
   python launch/benchmark.py prepare --data_dir=DATA
   python launch/benchmark.py rollout [--data_dir=DATA]
@@ -26,8 +26,8 @@ import tempfile
 from absl import flags
 
 from racer_jax import entry_point
-from racer_jax.bench import (hygrl_bench, kg_rollout_bench, lm_score_bench,
-                             prepare_bench, rollout_bench, timing)
+from bench import (hygrl_bench, kg_rollout_bench, lm_score_bench,
+                   prepare_bench, rollout_bench, timing)
 from racer_jax.data import datasets
 
 _DATA_DIR = flags.DEFINE_string("data_dir", None,

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
-from racer_jax.bench import hygrl_python as ref
+from launch.bench import hygrl_python as ref
 from racer_jax.data.batch import GraphBatch
 from racer_jax.graph import beam
 from racer_jax.rl import hygrl, hygrl_update

@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.bench import numpy_walker as br
-from racer_jax.bench import python_walker
-from racer_jax.bench import torch_walker as tr
+from launch.bench import numpy_walker as br
+from launch.bench import python_walker
+from launch.bench import torch_walker as tr
 from racer_jax.data import batch as batch_lib
 from racer_jax.kg.relations import NUM_RELATIONS
 from racer_jax.rl import walker_update as train_lib

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
-from racer_jax.bench import python_walker
+from launch.bench import python_walker
 from racer_jax.data import batch as batch_lib
 from racer_jax.data import prepare as prepare_lib
 from racer_jax.data import subgraph_cache

@@ -8,7 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from racer_jax.bench import python_walker
+from launch.bench import python_walker
 from racer_jax.data import batch as batch_lib
 from racer_jax.graph import pruning, teacher
 from racer_jax.graph.teacher import UNREACHABLE

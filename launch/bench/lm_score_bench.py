@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 from racer_jax import entry_point
-from racer_jax.bench import timing
-from racer_jax.bench.llama_cpp_scorer import LlamaCppScorer
+from . import timing
+from .llama_cpp_scorer import LlamaCppScorer
 from racer_jax.data import datasets
 from racer_jax.data.qa import load_jsonl
 from racer_jax.errors import ConfigError

@@ -22,8 +22,8 @@ import numpy as np
 
 from configs import default, demo
 from racer_jax import entry_point
-from racer_jax.bench import numpy_walker, timing, torch_walker
-from racer_jax.bench import python_walker as rl_reference
+from . import numpy_walker, timing, torch_walker
+from . import python_walker as rl_reference
 from racer_jax.rl import rollout as rollout_lib
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.rl.walk_inputs import walk_inputs

@@ -15,8 +15,8 @@ of them two hops away. Timed, best (and median) of ``--kg_repeats`` after
 a warm-up, in one process: the jitted inference rollout (sampling, no
 teacher) and training update (rollout with the BFS teacher, losses,
 gradients, Adam), the same update without pruning, and the NumPy and
-eager-PyTorch batched-per-hop walks (:mod:`racer_jax.bench.kg_numpy_walker`,
-:mod:`racer_jax.bench.kg_torch_walker`) on the same parameters and uniforms,
+eager-PyTorch batched-per-hop walks (``launch/bench/kg_numpy_walker.py``,
+``launch/bench/kg_torch_walker.py``) on the same parameters and uniforms,
 whose walks are checked against the JAX walks in the same run.
 """
 
@@ -30,8 +30,8 @@ import numpy as np
 
 from configs import default
 from racer_jax import entry_point
-from racer_jax.bench import kg_numpy_walker, kg_torch_walker, timing
-from racer_jax.bench.torch_walker import to_torch
+from . import kg_numpy_walker, kg_torch_walker, timing
+from .torch_walker import to_torch
 from racer_jax.data import prepare
 from racer_jax.data.goal_batch import GoalBatch
 from racer_jax.graph import whole_graph as wg

@@ -7,7 +7,7 @@ order; those leading to a concept the walk already visited are dropped;
 the rest are scored one by one and sorted (score descending, slot
 ascending) and the first K kept; the BFS teacher's distances come from a
 queue-based breadth-first search backwards from the target over the
-capped graph; the policy is :mod:`racer_jax.bench.python_walker`'s NumPy
+capped graph; the policy is ``launch/bench/python_walker.py``'s NumPy
 ``WalkerPolicy``. Tests replay the JAX walkers' actions here and compare
 every field.
 """
@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-from racer_jax.bench import python_walker as ref
+from . import python_walker as ref
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
 

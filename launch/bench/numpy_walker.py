@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.bench.python_walker import _as_numpy, _unwrap, recurrent_kind
+from .python_walker import _as_numpy, _unwrap, recurrent_kind
 from racer_jax.graph.teacher import UNREACHABLE
 from racer_jax.rl.policy import GATES, MASKED_LOGIT
 from racer_jax.rl.reward import RewardWeights

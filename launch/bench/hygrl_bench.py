@@ -25,8 +25,8 @@ import numpy as np
 
 from configs import default, demo
 from racer_jax import entry_point
-from racer_jax.bench import hygrl_python as reference
-from racer_jax.bench import timing
+from . import hygrl_python as reference
+from . import timing
 from racer_jax.graph import beam
 from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.runs import builders, hygrl_state

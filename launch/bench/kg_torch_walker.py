@@ -1,7 +1,7 @@
 """The whole-graph walk batched per hop in eager PyTorch, and its training
 update (a benchmark baseline, as MultiHopKG runs its walkers).
 
-The math of :mod:`racer_jax.bench.kg_numpy_walker` in torch ops, with
+The math of ``launch/bench/kg_numpy_walker.py`` in torch ops, with
 autograd through the policy: same flax parameters (as torch leaves), same
 capped CSR, same uniforms, so walks match the JAX walker (tests check it).
 ``torch`` is imported when a function here first runs.
@@ -13,7 +13,7 @@ import importlib
 
 import numpy as np
 
-from racer_jax.bench.torch_walker import to_torch, walker_loss
+from .torch_walker import to_torch, walker_loss
 from racer_jax.rl.policy import GATES, MASKED_LOGIT
 from racer_jax.rl.rollout import RolloutConfig
 

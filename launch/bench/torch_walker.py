@@ -4,7 +4,7 @@ per hop, autograd through the policy tables, ``torch.optim.Adam``.
 
 A benchmark baseline, not a dependency: ``torch`` is imported when a
 function here first runs, so this module imports without it. The math is
-:mod:`racer_jax.bench.numpy_walker`'s (same flax params, same inputs,
+``launch/bench/numpy_walker.py``'s (same flax params, same inputs,
 same per-question preparation); walkers sample with a ``torch.Generator``,
 and ``actions``/``forced`` replay given choices (for parity tests).
 

@@ -160,10 +160,9 @@ def walk(policy: WalkerPolicy, params, graph: wg.WholeGraph,
     relation = jnp.where(moved, chosen.rel, -1)
     sim_next = jnp.where(moved, chosen.emb @ inputs.target, state["sim"])
     arrived = moved & is_target(nxt)
-    r = jnp.where(moved, -weights.step +
-                  weights.relation * goal.rel_query[jnp.maximum(relation, 0)]
-                  + weights.goal * (sim_next - state["sim"]) +
-                  weights.reach * arrived.astype(jnp.float32), 0.0)
+    r = reward_lib.step_reward(weights, moved, reward_lib.Transition(
+        relation_query=goal.rel_query[jnp.maximum(relation, 0)],
+        target_before=state["sim"], target_after=sim_next, arrived=arrived))
     t_next = state["t"] + moved.astype(jnp.int32)
     reached = state["reached"] | arrived
     done_next = done | ~moved | (t_next >= t_max)

@@ -259,8 +259,8 @@ def walk(policy: WalkerPolicy, params, prep: Prepared, rel_tables: dict,
                                            forced)
     next_state, moved, _, relation = env.step(
         graph, state, action, stop_at_target=cfg.stop_at_target)
-    r = reward_lib.step_reward(weights, prep.rewards, moved, relation, node,
-                               next_state.node)
+    r = reward_lib.step_reward(weights, moved, reward_lib.table_transition(
+        prep.rewards, relation, node, next_state.node))
     advanced = policy.apply(params, tables, carry, jnp.maximum(relation, 0),
                             next_state.node, method=WalkerPolicy.advance)
     carry = jax.tree.map(lambda a, b: jnp.where(moved, a, b), advanced, carry)

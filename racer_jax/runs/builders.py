@@ -35,8 +35,8 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
           memory_beta=memory_beta(config)),
       num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
       teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
-      reward=reward_lib.RewardWeights(step=r.step, relation=r.relation,
-                                      goal=r.goal, reach=r.reach),
+      reward=reward_lib.RewardWeights(**{name: float(r[name]) for name
+                                         in reward_lib.TERMS}),
       memory_update=bool(memory_on(config) and
                          config.memory.update_in_training),
       memory_failures=bool(memory_on(config) and

@@ -18,6 +18,8 @@ from tests.conftest import REPO
 _SCRIPT = r"""
 import ast, importlib, json, os, runpy, sys, tempfile, traceback
 jobs = json.loads(sys.stdin.read())
+# as `python launch/X.py` sees it: the launcher's folder first (launch/bench)
+sys.path.insert(0, os.path.join(os.getcwd(), "launch"))
 for path in sorted({j[0] for j in jobs}):  # what the launchers import
   for node in ast.walk(ast.parse(open(path).read())):
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -1,16 +1,18 @@
 r"""Paired comparison of two runs' predictions on the same questions.
 
   python launch/compare.py \
-      --a=runs/csqa_plain/eval/dev_step609.answer.jsonl \
-      --b=runs/csqa_answer/eval/dev_step609.answer.jsonl
+      --a=runs/csqa_plain/eval/dev.answer_only/questions.jsonl \
+      --b=runs/csqa_answer/eval/dev.answer_only/questions.jsonl
 
 Prints B's accuracy minus A's with a paired bootstrap 95% interval and
 McNemar's exact p-value (``racer_jax/eval/paired.py``); the last line is one
 JSON object: ``accuracy_a``, ``accuracy_b``, ``difference``,
-``difference_ci95``, ``mcnemar_p``, ... Accepts the answer stage's
-``*.answer.jsonl``, the agents evaluation's ``*.agents.jsonl`` and the
-refiner evaluation's ``*.refiner.jsonl`` (its choice head; ``--field=
-gold_in_topk`` compares whether the kept paths hold a gold-supporting one).
+``difference_ci95``, ``mcnemar_p``, ... Accepts any evaluation's
+``eval/<name>/questions.jsonl`` with ``correct`` or ``gold`` and
+``prediction`` (the answer model's, the agents' ``full.seed<k>.jsonl``, the
+refiner's choice head; ``--field=gold_in_topk`` compares whether the
+refiner's kept paths hold a gold-supporting one), and the answer stage's
+``*.answer.jsonl``.
 
 Comma-separated files on a side are runs of one setting (seeds): the
 comparison is then of their mean accuracies, per question averaged over the
@@ -34,7 +36,7 @@ _RESAMPLES = flags.DEFINE_integer("resamples", 10_000, "Bootstrap resamples.")
 _FIELD = flags.DEFINE_string(
     "field", "correct", "The per-question true/false compared: correct "
     "(or gold and prediction), or another, e.g. gold_in_topk of the "
-    "refiner's eval/<split>_step<N>.refiner.jsonl.")
+    "refiner's eval/<split>_step<N>.refiner/questions.jsonl.")
 
 
 def main():

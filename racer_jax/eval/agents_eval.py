@@ -50,6 +50,7 @@ from racer_jax.agents.stack import AgentStack, subset
 from racer_jax.eval import (calibration, head_only, llm_figures, passes,
                             paths_choice, report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.eval import qa_metrics as metrics_lib
 from racer_jax.runs import registry, workdir_lock
 
@@ -145,8 +146,7 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
     if not dry_run:
       # the last run's report and figures go: a run stopped half-way must not
       # leave them beside its own records
-      for stale in ("report.md", "metrics.json"):
-        (out_dir / stale).unlink(missing_ok=True)
+      out = EvalOutput(workdir, name)
       resume_checks.require_same(out_dir / "llm.json", stack.llm_identity or
                                  {"backend": "local"}, resume, "LLM")
       resume_checks.require_same(out_dir / "work.json", resume_checks.work_of(
@@ -196,10 +196,8 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
       figures.update(head_only.head_only_figures(
           config, baseline_workdir, local, evaluated, per_seed["full"][0],
           log))
-    (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
-    report.write_report(out_dir, figures, config=config, workdir=workdir,
-                        log=log)
-    return figures
+    return out.finish(figures, report=report.report_lines(
+        out_dir, figures, config=config, workdir=workdir), log=log)
 
 
 def _calibrations(stack, data, key: str, agents, legacy: bool,

@@ -14,21 +14,21 @@ The ensemble's choice probabilities are the members' probabilities averaged
 (each member's softmax over the choices, equal weights): the usual rule, fixed
 here rather than chosen on the evaluated split.
 
-Files in ``<W>/eval/answer_only/``:
+Files in ``<W>/eval/<split>.answer_only/`` (the layout of every evaluation,
+:mod:`racer_jax.eval.eval_output`):
 
-* ``<split>.member<i>.answer.jsonl`` — member ``i``'s predictions (the
-  answer stage's format, with the knowledge shown), ``...member<i>.json`` its
-  workdir and checkpoint step: a rerun reuses a member file that matches, so
-  a stopped evaluation loses no finished member;
-* ``<split>.ensemble.answer.jsonl`` — the averaged probabilities (compare
+* ``member<i>.answer.jsonl`` — member ``i``'s predictions (the answer
+  stage's format, with the knowledge shown), ``member<i>.json`` its workdir
+  and checkpoint step: a rerun reuses a member file that matches, so a
+  stopped evaluation loses no finished member;
+* ``questions.jsonl`` — the averaged probabilities per question (compare
   runs with ``launch/compare.py``);
-* ``<split>.metrics.json`` — the figures, also returned.
+* ``metrics.json``, ``report.md`` — the figures, also returned.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +38,7 @@ from racer_jax.agents import answer_inputs
 from racer_jax.agents.answer_agent import (AnswerRequest, LocalAnswerer,
                                            ensemble_probs)
 from racer_jax.answer import cross_encoder_step
+from racer_jax.eval.eval_output import EvalOutput, write_json
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs import run_config
 
@@ -71,12 +72,6 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   return data, probs, answerer.step
 
 
-def _write_json(path: Path, obj) -> None:
-  tmp = path.with_suffix(".tmp")
-  tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
-  os.replace(tmp, path)
-
-
 def _load_member(path: Path, meta_path: Path, workdir: Path):
   """A finished member's ``(ids, gold, probs, step, choice counts)`` when
   its files match the run's newest checkpoint, else None."""
@@ -99,11 +94,12 @@ def _load_member(path: Path, meta_path: Path, workdir: Path):
 
 
 def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
-             out_dir=None, progress: bool = True,
+             out_workdir=None, name=None, progress: bool = True,
              log: Callable[[str], None] = print) -> dict:
   """See the module docstring. ``config``: the run in ``workdir``;
-  ``ensemble``: further answer run folders (members); ``out_dir``: where
-  the files go (default ``<workdir>/eval/answer_only``)."""
+  ``ensemble``: further answer run folders (members); the files go to
+  ``<out_workdir>/eval/<name>/`` (default ``<workdir>/eval/<split>.
+  answer_only/``)."""
   workdir = Path(workdir).resolve()
   split = split or config.eval.split
   members = [workdir] + [Path(w).resolve() for w in ensemble]
@@ -114,13 +110,12 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
     stage = run_config.load(m, "answer run").train.stage
     if stage != "answer":
       raise ValueError(f"{m}: train.stage is {stage!r}, not 'answer'")
-  out_dir = Path(out_dir or workdir / "eval" / "answer_only")
-  out_dir.mkdir(parents=True, exist_ok=True)
+  out = EvalOutput(out_workdir or workdir, name or f"{split}.answer_only")
   ids = gold = None
   rows, accuracies, steps = [], [], []
   for i, m in enumerate(members):
-    path = out_dir / f"{split}.member{i}.answer.jsonl"
-    meta_path = out_dir / f"{split}.member{i}.json"
+    path = out.dir / f"member{i}.answer.jsonl"
+    meta_path = out.dir / f"member{i}.json"
     done = _load_member(path, meta_path, m)
     if done is not None:
       member_ids, member_gold, probs, step, counts = done
@@ -130,7 +125,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
       data, probs, step = member_predictions(m, data_dir, split,
                                              progress=progress, log=log)
       cross_encoder_step.write_predictions(path, data, probs)
-      _write_json(meta_path, {"workdir": str(m), "step": step})
+      write_json(meta_path, {"workdir": str(m), "step": step})
       member_ids = [e.id for e in data.examples]
       member_gold = data.gold
       counts = [len(e.choices) for e in data.examples]
@@ -148,8 +143,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
   rows = [np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in rows]
   probs = ensemble_probs(rows)
   labeled = gold >= 0
-  with open(out_dir / f"{split}.ensemble.answer.jsonl", "w",
-            encoding="utf-8") as f:
+  with out.questions() as f:
     for q, qid in enumerate(ids):
       f.write(json.dumps({"id": qid, "gold": int(gold[q]),
                           "prediction": int(np.argmax(probs[q])),
@@ -165,5 +159,4 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
       "questions": int(labeled.sum()),
       "split": split,
   }
-  _write_json(out_dir / f"{split}.metrics.json", figures)
-  return figures
+  return out.finish(figures, title=f"The answer model alone on {split}")

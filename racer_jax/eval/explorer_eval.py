@@ -16,6 +16,7 @@ from racer_jax.agents import explorer as explorer_lib
 from racer_jax.agents.stack import AgentStack
 from racer_jax.errors import ConfigError
 from racer_jax.eval import llm_figures, qa_metrics
+from racer_jax.eval.eval_output import EvalOutput
 
 
 def evaluate(config, data_dir, workdir, *, agents, split=None,
@@ -59,14 +60,14 @@ def evaluate(config, data_dir, workdir, *, agents, split=None,
   figures["tokens_per_question"] = u["tokens"] / max(n, 1)
   name = key + llm_figures.folder_suffix(stack.llm_identity, agents)
   workdir = Path(workdir)
-  out_dir = workdir / "eval" / f"{name}.explorer_only.first{n}"
-  out_dir.mkdir(parents=True, exist_ok=True)
-  with open(out_dir / "explorer.jsonl", "w", encoding="utf-8") as f:
+  out = EvalOutput(workdir, f"{name}.explorer_only.first{n}")
+  with out.questions() as f:
     for r in records:
       f.write(json.dumps(r) + "\n")
-  (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1))
+  figures = out.finish(figures, title=f"GraphDancer's explorer alone on "
+                       f"{key}, first {n} questions")
   log(f"explorer: accuracy {figures['explorer_accuracy']}, valid format "
       f"{figures['valid_format_rate']:.3f}, valid calls "
       f"{figures['valid_call_rate']:.3f}, {figures['calls_per_question']:.2f}"
-      f" calls per question -> {out_dir}")
+      f" calls per question -> {out.dir}")
   return figures

@@ -19,13 +19,12 @@ capped graph —, ``path_hit_rate_reachable``, ``gold_reach_rate``,
   ``path_hit_rate_at_<d>_hops`` (the greedy hit rate among them).
 
 Per-question rows (reach per choice, the gold choice's reaching paths) go
-to ``eval/<split>_step<N>.jsonl``.
+to ``eval/<split>_step<N>/questions.jsonl``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -34,6 +33,7 @@ import numpy as np
 import tqdm
 
 from racer_jax.data import validation
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.rl import kg_walker_update
 from racer_jax.runs import builders
 from racer_jax.runs.kg_walker_inputs import goal_data, whole_graph
@@ -204,22 +204,15 @@ def evaluate_kg(config, data_dir, workdir, *, step: int | None = None,
   graph = whole_graph(config, ws, log)
   data = goal_data(config, ws, source, log, rows=validation.evaluated_rows(
       config, split, len(ws.splits[source].examples)))
-  out_dir = workdir / "eval"
-  out_dir.mkdir(exist_ok=True)
-  rows_path = out_dir / f"{split}_step{step}.jsonl"
-  with open(rows_path, "w", encoding="utf-8") as f:
+  out = EvalOutput(workdir, f"{split}_step{step}")
+  with out.questions() as f:
     figures = run_kg_eval(evaluate_fn, state.params, graph, data,
                           ws.splits[source].examples, ws.kg, ws.relation_emb,
                           config.eval.batch_size, rows_file=f,
                           progress=progress, desc=f"evaluate {split}",
                           memory=state.memory)
-    f.flush()
-    os.fsync(f.fileno())
-  figures = {"split": split, "step": step, "graph": "kg", **figures,
-             "bandwidth": config.walker.bandwidth,
-             "memory_beta": builders.memory_beta(config),
-             "max_steps": config.walker.max_steps,
-             "per_question_file": str(rows_path)}
-  (out_dir / f"{split}_step{step}.metrics.json").write_text(
-      json.dumps(figures, indent=1))
-  return figures
+  return out.finish({"split": split, "step": step, "graph": "kg", **figures,
+                     "bandwidth": config.walker.bandwidth,
+                     "memory_beta": builders.memory_beta(config),
+                     "max_steps": config.walker.max_steps},
+                    title=f"Walker (whole graph) on {split}, step {step}")

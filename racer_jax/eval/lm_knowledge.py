@@ -37,6 +37,7 @@ from racer_jax.answer import openbook as openbook_lib
 from racer_jax.errors import ConfigError
 from racer_jax.eval import lm_knowledge_arms as arms_lib
 from racer_jax.eval import paired
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.lm import choice_scoring, cloze
 from racer_jax.machine import describe
 
@@ -227,9 +228,9 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
     fmt, cap = parse_format(knowledge_format)
     grid = []
 
-  out_dir = (Path(workdir) / "eval" / stack.split_key / "lm_knowledge" /
-             scorer_folder(scorer.name))
-  out_dir.mkdir(parents=True, exist_ok=True)
+  out = EvalOutput(workdir, f"{stack.split_key}/lm_knowledge/"
+                   f"{scorer_folder(scorer.name)}")
+  out_dir = out.dir
   neutral = neutral_of(examples)
   correct, figures = {}, {"questions": len(examples), "lm_metric": metric,
                           "lm_scorer": scorer.name, "lm_format": fmt,
@@ -284,6 +285,5 @@ def evaluate(config, data_dir, workdir, scorer, *, split=None,
       lm_helped=figures["lm_paths_helped"], lm_hurt=figures["lm_paths_hurt"],
       lm_questions_with_paths=int(sum(any(ps) for ps in paths.values())),
       machine=describe())
-  (out_dir / "metrics.json").write_text(json.dumps(figures, indent=1,
-                                                   sort_keys=True))
-  return figures
+  return out.finish(dict(sorted(figures.items())), title=(
+      f"The LM ({scorer.name}) with each arm's knowledge, {stack.split_key}"))

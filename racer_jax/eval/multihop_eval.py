@@ -31,6 +31,7 @@ from racer_jax import machine
 from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
 from racer_jax.eval import multihop_budget, multihop_llm, paired, qa_metrics
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.eval.multihop_budget import FIELD
 from racer_jax.rl import hygrl_passages
 from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
@@ -278,10 +279,8 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
     figures.update(_llm_figures(agents, api_key, workdir, ws, rows,
                                 ranked, reader_rankings, max_questions,
                                 llm_records, log))
-  out = workdir / f"eval_{config.multihop.dataset}_{split}.json"
-  out.write_text(json.dumps(figures, indent=1))
-  per_question = workdir / f"eval_{config.multihop.dataset}_{split}.jsonl"
-  with open(per_question, "w", encoding="utf-8") as f:
+  out = EvalOutput(workdir, f"{config.multihop.dataset}_{split}")
+  with out.questions() as f:
     for j, q in enumerate(questions):
       f.write(json.dumps({"id": q.id, "exact": q.exact,
                           "spans": int(ws.spans[rows[j]]),
@@ -289,8 +288,12 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
                           **{k: float(v[j]) for k, v in per_q.items()
                              if "_recall_at_" in k},
                           **llm_records.get(q.id, {})}) + "\n")
-  log(report_text(figures, ks))
-  return figures
+  text = report_text(figures, ks)
+  log(text)
+  return out.finish(figures, report=[
+      f"# HyGRL multi-hop retrieval: {config.multihop.dataset} {split}", "",
+      "```", text, "```", "", "Every figure: `metrics.json`; per question: "
+      "`questions.jsonl`."])
 
 
 def reader_name(method: str) -> str:

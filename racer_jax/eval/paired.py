@@ -23,7 +23,7 @@ between seeds, which no test on one set of questions can.
 
 Predictions are the JSONL files the runs write (one object per question with
 ``id``, ``gold`` and ``prediction``, or ``correct``): ``evaluate.py
---answer_only``'s ``eval/answer_only/<split>.member<i>.answer.jsonl`` (and
+--answer_only``'s ``eval/<split>.answer_only/member<i>.answer.jsonl`` (and
 the cross-encoder stage's ``eval/<split>_step<N>.answer.jsonl``), and the
 agents evaluation's ``eval/<split>/full.seed<s>.jsonl``.
 """

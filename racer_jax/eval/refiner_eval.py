@@ -22,7 +22,8 @@ Figures, over labeled questions:
   question and the choice names alone.
 
 Per-question rows (memory on: ``id``, ``gold``, ``gold_in_topk``,
-``correct`` of the choice head) go to ``eval/<split>_step<N>.refiner.jsonl``
+``correct`` of the choice head) go to
+``eval/<split>_step<N>.refiner/questions.jsonl``
 for paired comparisons between runs (``launch/compare.py``).
 """
 
@@ -38,6 +39,7 @@ import tqdm
 
 from racer_jax.agents.stack import subset
 from racer_jax.data import validation
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.refine import refiner_update
 from racer_jax.runs import builders, run_config
 from racer_jax.runs.checkpoints import restore_run
@@ -137,10 +139,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
       evaluate_fn, state.params, data, wstate.params, ws, q,
       config.eval.batch_size, config.seed, progress, f"refiner eval ({tag})",
       tuple(top_ks), whole, rows_file=f)
-  out_dir = workdir / "eval"
-  out_dir.mkdir(exist_ok=True)
-  rows_path = out_dir / f"{split}_step{step}.refiner.jsonl"
-  with open(rows_path, "w", encoding="utf-8") as f:
+  out = EvalOutput(workdir, f"{split}_step{step}.refiner")
+  with out.questions() as f:
     on = run(quality, "memory on", f)
   off = run(None, "memory off") if quality is not None else on
   figures = {"split": split, "step": step, "walker_step": wstep,
@@ -152,10 +152,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
              "hit_rate_memory_on": on["hit_rate"],
              "hit_rate_memory_off": off["hit_rate"],
              "gold_in_topk_refiner_memory_off": off["gold_in_topk_refiner"],
-             "sweep": on["sweep"], "per_question_file": str(rows_path)}
-  (out_dir / f"{split}_step{step}.refiner.json").write_text(
-      json.dumps(figures, indent=1))
-  return figures
+             "sweep": on["sweep"]}
+  return out.finish(figures, title=f"Refiner on {split}, step {step}")
 
 
 MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)   # λ candidates

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
 
 from racer_jax.agents.critic import support_rule
 from racer_jax.runs import run_config
@@ -108,8 +107,10 @@ def _llm_phrase(figures: dict) -> str:
           f"{figures.get('base_url')})")
 
 
-def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
-                 log: Callable[[str], None] = print) -> Path:
+def report_lines(out_dir: Path, figures: dict, *, config,
+                 workdir: Path) -> list[str]:
+  """The agents evaluation's ``report.md`` (its pictures drawn into
+  ``out_dir``)."""
   out_dir = Path(out_dir)
   pictures = {}
   curves = plots.training_curves(stack_workdirs(config, workdir),
@@ -190,7 +191,4 @@ def write_report(out_dir: Path, figures: dict, *, config, workdir: Path,
     lines += ["", "## Pictures", ""]
     for title, name in pictures.items():
       lines += [f"**{title}**", "", f"![{title}]({name})", ""]
-  path = out_dir / "report.md"
-  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-  log(f"report: {path}")
-  return path
+  return lines

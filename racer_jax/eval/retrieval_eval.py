@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +22,8 @@ import jax
 import numpy as np
 import tqdm
 
+from racer_jax.eval import eval_output
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.rl import hygrl
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import restore_run
@@ -86,16 +87,12 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                                     log=log)
   theta = np.asarray(record["theta"], np.float32)
   evaluate_fn = hygrl.make_retrieval_eval(policy, builders.hygrl_config(config))
-  out_dir = workdir / "eval"
-  out_dir.mkdir(exist_ok=True)
-  rows_path = out_dir / f"{split}_step{step}.retrieval.jsonl"
-  with open(rows_path, "w", encoding="utf-8") as f:
+  out = EvalOutput(workdir, f"{split}_step{step}.retrieval")
+  with out.questions() as f:
     figures = run_retrieval_eval(evaluate_fn, state.params, ws.splits[split],
                                  ws.concept_emb, theta,
                                  config.eval.batch_size, rows_file=f,
                                  progress=progress)
-    f.flush()
-    os.fsync(f.fileno())
   sweep = []
   for tau in taus:
     cfg = dataclasses.replace(builders.hygrl_config(config),
@@ -114,26 +111,21 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                  np.asarray(jax.nn.softmax(theta)).round(4).tolist())),
              "policy_choice": builders.hygrl_config(config).policy_choice,
              "heuristic_choice": builders.hygrl_config(
-                 config).heuristic_choice,
-             "per_question_file": str(rows_path)}
+                 config).heuristic_choice}
   if sweep:
     figures["sweep"] = sweep
   if walker_workdir:
     walker = _walker_figures(Path(walker_workdir), split)
     figures.update({f"{k}_walker": v for k, v in walker.items()})
-  (out_dir / f"{split}_step{step}.retrieval.json").write_text(
-      json.dumps(figures, indent=1))
-  return figures
+  return out.finish(figures, title=f"HyGRL retrieval on {split}, step {step}")
 
 
 def _walker_figures(walker_workdir: Path, split: str) -> dict:
-  """The walker's retrieval figures from its newest evaluation file."""
-  files = sorted((walker_workdir / "eval").glob(f"{split}_step*.metrics.json"),
-                 key=lambda p: int(p.name.split("step")[1].split(".")[0]))
-  if not files:
+  """The walker's retrieval figures from its newest evaluation."""
+  metrics = eval_output.newest_step(walker_workdir, split)
+  if metrics is None:
     raise FileNotFoundError(f"no {split} evaluation in {walker_workdir}/eval:"
                             " run launch/evaluate.py on the walker first")
-  metrics = json.loads(files[-1].read_text())
   return {"recall": metrics["retrieved_recall"],
           "mean_subgraph_nodes": metrics["retrieved_nodes"],
           "step": metrics["step"]}

@@ -17,13 +17,12 @@ concepts toward that choice's concepts (as RACER does at inference). Figures:
   concepts in it and its size (comparable with HyGRL's retrieval figures).
 
 Per-question results (reach per choice, the gold choice's reaching paths as
-``concept --relation--> concept``) go to ``eval/<split>_step<N>.jsonl``.
+``concept --relation--> concept``) go to ``eval/<split>_step<N>/questions.jsonl``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +30,7 @@ import jax
 import numpy as np
 import tqdm
 
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.eval.kg_walker_eval import GoalTotals, evaluate_kg
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs import builders
@@ -114,21 +114,14 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   theta = None if theta is None else np.asarray(theta, np.float32)
   evaluate_fn = train_lib.make_eval_step(
       policy, builders.walker_train_config(config))
-  out_dir = workdir / "eval"
-  out_dir.mkdir(exist_ok=True)
-  rows_path = out_dir / f"{split}_step{step}.jsonl"
-  with open(rows_path, "w", encoding="utf-8") as f:
+  out = EvalOutput(workdir, f"{split}_step{step}")
+  with out.questions() as f:
     figures = run_eval(evaluate_fn, state.params, ws.splits[split], ws.kg,
                        ws.concept_emb, ws.relation_emb,
                        config.eval.batch_size, rows_file=f,
                        progress=progress, desc=f"evaluate {split}",
                        theta=theta, memory=state.memory)
-    f.flush()
-    os.fsync(f.fileno())
-  figures = {"split": split, "step": step, **figures,
-             "memory_beta": builders.memory_beta(config),
-             "max_steps": config.walker.max_steps,
-             "per_question_file": str(rows_path)}
-  (out_dir / f"{split}_step{step}.metrics.json").write_text(
-      json.dumps(figures, indent=1))
-  return figures
+  return out.finish({"split": split, "step": step, **figures,
+                     "memory_beta": builders.memory_beta(config),
+                     "max_steps": config.walker.max_steps},
+                    title=f"Walker (subgraphs) on {split}, step {step}")

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 from racer_jax.agents.pipeline import Pipeline
 from racer_jax.data import datasets, qa
 from racer_jax.errors import ConfigError
-from racer_jax.eval import agents_eval, plots
+from racer_jax.eval import agents_eval, eval_output, plots
 from racer_jax.runs import registry, workdir_lock
 from racer_jax.runs.config_checks import check_config
 from racer_jax.train import answer_stage, refiner_stage
@@ -159,7 +159,7 @@ def _stages(config, data_dir, root, question, choices, plot, ablations,
       ablations=names, ablation_workdirs=ablation_workdirs,
       progress=progress)
   seconds["evaluate"] = time.perf_counter() - t
-  report = os.path.join(answer_dir, "eval", figures["name"], "report.md")
+  report = os.path.join(figures["out_dir"], eval_output.REPORT)
   log(f"accuracy {figures['accuracy']:.3f} ± "
       f"{figures.get('accuracy_std', 0.0):.3f} over {figures['seeds']} "
       f"seed(s); path hit rate {figures.get('path_hit_rate', 0.0):.3f}; "

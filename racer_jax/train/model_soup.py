@@ -135,7 +135,7 @@ def evaluate_soup(out_dir, data_dir=None, split=None,
                   log: Callable[[str], None] = print) -> dict:
   """The soup in ``out_dir`` and its ingredients' probability ensemble
   evaluated on ``split`` (default: the run's ``eval.split``); the
-  ensemble's report is kept in the soup's ``eval/ingredients_ensemble``."""
+  ensemble's report is kept in the soup's ``eval/<split>.ingredients``."""
   out = Path(out_dir)
   soup = json.loads((out / "soup.json").read_text())
   config = run_config.load(out, "soup")
@@ -144,7 +144,7 @@ def evaluate_soup(out_dir, data_dir=None, split=None,
   ens = answer_eval.evaluate(
       config, data_dir, soup["ingredients"][0],
       ensemble=soup["ingredients"][1:], split=split,
-      out_dir=str(Path(out) / "eval" / "ingredients_ensemble"), log=log)
+      out_workdir=out, name=f"{own['split']}.ingredients", log=log)
   return {"accuracy": own["accuracy"], "split": own["split"],
           "questions": own["questions"],
           "accuracy_ingredients": ens["accuracy_members"],

@@ -80,7 +80,7 @@ def test_awkward_questions_have_documented_outcomes(tmp_path):
                                  split="edge", **QUIET)
   assert figures["questions"] == 5
   rows_out = [json.loads(x) for x in (tmp_path / "walker" / "eval").glob(
-      "edge_step*.jsonl").__next__().read_text().splitlines()]
+      "edge_step*/questions.jsonl").__next__().read_text().splitlines()]
   by_id = {}
   for r in rows_out:
     by_id.setdefault(r["id"], []).append(r)

@@ -20,8 +20,8 @@ def test_answer_only_equals_the_training_evaluation(answer_run):
   config, workdir = answer_run
   [trained] = (workdir / "eval").glob("dev_step*.answer.jsonl")
   figures = answer_eval.evaluate(config, None, workdir, **QUIET)
-  out = workdir.resolve() / "eval" / "answer_only"
-  got, want = _rows(out / "dev.member0.answer.jsonl"), _rows(trained)
+  out = workdir.resolve() / "eval" / "dev.answer_only"
+  got, want = _rows(out / "member0.answer.jsonl"), _rows(trained)
   assert [r["id"] for r in got] == [r["id"] for r in want]
   np.testing.assert_allclose([p for r in got for p in r["probs"]],
                              [p for r in want for p in r["probs"]],
@@ -31,15 +31,16 @@ def test_answer_only_equals_the_training_evaluation(answer_run):
   assert figures["accuracy"] == pytest.approx(accuracy)
   assert figures["accuracy_members"] == [figures["accuracy"]]
   assert figures["questions"] == len(want)
-  ensemble = _rows(out / "dev.ensemble.answer.jsonl")
+  ensemble = _rows(out / "questions.jsonl")
   assert [r["probs"] for r in ensemble] == [r["probs"] for r in got]
-  assert json.loads((out / "dev.metrics.json").read_text()) == figures
+  assert json.loads((out / "metrics.json").read_text()) == figures
+  assert "| accuracy |" in (out / "report.md").read_text()
   # A rerun reuses the finished member file instead of recomputing it.
   said = []
   again = answer_eval.evaluate(config, None, workdir, progress=False,
                                log=said.append)
   assert again == figures
-  assert any("reusing dev.member0.answer.jsonl" in s for s in said)
+  assert any("reusing member0.answer.jsonl" in s for s in said)
 
 
 def test_ensemble_probs_is_the_members_mean():
@@ -77,15 +78,15 @@ def test_ensemble_of_runs_with_different_knowledge(answer_run,
   assert other_config.answer.choice_triples == 2
   figures = answer_eval.evaluate(config, None, workdir, ensemble=[other],
                                  **QUIET)
-  out = workdir.resolve() / "eval" / "answer_only"
-  first = _rows(out / "dev.member0.answer.jsonl")
-  second = _rows(out / "dev.member1.answer.jsonl")
+  out = workdir.resolve() / "eval" / "dev.answer_only"
+  first = _rows(out / "member0.answer.jsonl")
+  second = _rows(out / "member1.answer.jsonl")
   [trained] = (other / "eval").glob("dev_step*.answer.jsonl")
   # Each member is shown its own knowledge: the second its choice triples.
   assert ([r["knowledge"] for r in second] ==
           [r["knowledge"] for r in _rows(trained)])
   assert [r["knowledge"] for r in second] != [r["knowledge"] for r in first]
-  ensemble = _rows(out / "dev.ensemble.answer.jsonl")
+  ensemble = _rows(out / "questions.jsonl")
   for e, a, b in zip(ensemble, first, second):
     np.testing.assert_allclose(
         e["probs"], (np.array(a["probs"]) + np.array(b["probs"])) / 2,

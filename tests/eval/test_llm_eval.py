@@ -172,7 +172,7 @@ def test_explorer_alone_on_a_real_model(head_run, llama_server, tmp_path):
   assert 0.0 <= figures["calls_per_question"] <= 3
   assert figures["llm"]["per_agent"]["explorer"]["calls"] >= 3
   out = next((workdir / "eval").glob("*.explorer_only.first3"))
-  rows = [json.loads(x) for x in (out / "explorer.jsonl").read_text(
+  rows = [json.loads(x) for x in (out / "questions.jsonl").read_text(
       ).splitlines()]
   assert len(rows) == 3 and all(r["explorer"][0]["steps"] >= 1
                                 for r in rows)

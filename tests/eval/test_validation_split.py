@@ -28,7 +28,10 @@ def test_refiner_evaluates_the_slice_it_never_trained_on(retrieval_runs):
                                    split="validation", **QUIET)
   assert on_slice["split"] == "validation"
   assert on_slice["labeled"] == len(held)   # not dev's, nor all of train's
-  assert (refiner_dir / "eval" / "validation_step10.refiner.json").exists()
+  out = refiner_dir / "eval" / "validation_step10.refiner"
+  assert json.loads((out / "metrics.json").read_text()) == on_slice
+  assert on_slice["per_question_file"] == str(out / "questions.jsonl")
+  assert "| hit_rate_memory_on |" in (out / "report.md").read_text()
   rows = [json.loads(line) for line in open(on_slice["per_question_file"])]
   assert {r["id"] for r in rows} == held
   assert sum(r["gold_in_topk"] for r in rows) == round(
@@ -47,7 +50,8 @@ def test_kg_walker_rows_are_exactly_the_slice(walker_run, tmp_path):
   figures = kg_walker_eval.evaluate_kg(config, None, tmp_path / "kg",
                                        split="validation", **QUIET)
   rows = [json.loads(line) for line in open(
-      tmp_path / "kg" / "eval" / f"validation_step{figures['step']}.jsonl")]
+      tmp_path / "kg" / "eval" / f"validation_step{figures['step']}" /
+      "questions.jsonl")]
   assert {r["id"] for r in rows} == _held_out(config)
   assert figures["labeled"] == len(_held_out(config))
 

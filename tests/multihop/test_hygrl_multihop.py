@@ -293,7 +293,7 @@ def test_train_and_evaluate_a_tiny_run(tmp_path):
   assert saved == figures["policy_tau"]
   # the comparison question's two passages are the seeds' own: a search
   # that adds k = 4 nodes per step finds both
-  rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
+  rows = [json.loads(l) for l in open(workdir / "eval" / "2wiki_all" / "questions.jsonl")]
   films = next(r for r in rows if r["id"] == "q-films")
   assert {3, 4} <= set(films["heuristic"][:5])
   assert films["heuristic_recall_at_5"] == 1.0   # per question, for pairing
@@ -358,7 +358,7 @@ def test_the_llm_roles_on_a_real_model(llama_server, tmp_path):
               "bm25_reader_f1", "dense_reader_exact_match"):
     assert 0.0 <= figures[key] <= 1.0, key
   assert 0.0 <= figures["calls_per_question"] <= 2
-  rows = [json.loads(l) for l in open(workdir / "eval_2wiki_all.jsonl")]
+  rows = [json.loads(l) for l in open(workdir / "eval" / "2wiki_all" / "questions.jsonl")]
   read = [r for r in rows if "reader_answer" in r]
   assert len(read) == 2 and all("transcript" in r for r in read)
   assert sum(r["steps"] for r in read) >= 2

@@ -127,13 +127,14 @@ def test_soup_of_a_run_with_itself_predicts_as_the_run(answer_run,
   model_soup.make_soup([workdir, workdir], tmp_path / "soup",
                        log=lambda _: None)
   alone = answer_eval.evaluate(config, None, workdir,
-                               out_dir=tmp_path / "alone", **QUIET)
+                               out_workdir=tmp_path / "alone", **QUIET)
   soup = answer_eval.evaluate(config, None, tmp_path / "soup", **QUIET)
   assert soup["accuracy"] == alone["accuracy"]
   rows = lambda p: [json.loads(x) for x in p.read_text().splitlines()]
-  got = rows(tmp_path / "soup" / "eval" / "answer_only" /
-             "dev.member0.answer.jsonl")
-  want = rows(tmp_path / "alone" / "dev.member0.answer.jsonl")
+  got = rows(tmp_path / "soup" / "eval" / "dev.answer_only" /
+             "member0.answer.jsonl")
+  want = rows(tmp_path / "alone" / "eval" / "dev.answer_only" /
+              "member0.answer.jsonl")
   np.testing.assert_allclose([p for r in got for p in r["probs"]],
                              [p for r in want for p in r["probs"]],
                              atol=1e-6)

@@ -68,24 +68,16 @@ def subgraph_facts(kg, batch, row: int, selected, limit: int = 30):
   return facts
 
 
-ROLE_VALUES = ("offline", "llm", "auto")
-
-
 def llm_roles(config) -> tuple[bool, bool]:
   """``(mentor is llm, judge is llm)`` from ``config.hygrl.mentor`` /
   ``.judge``: ``offline`` (the oracle), ``llm`` (the backend of
   ``config.agents``, required) or ``auto`` (that backend when one is
-  configured, i.e. ``agents.backend`` is not ``local``, else the oracle);
-  ValueError for anything else."""
+  configured, i.e. ``agents.backend`` is not ``local``, else the oracle;
+  the schema refuses other values)."""
   has_backend = config.agents.backend != "local"
-  roles = []
-  for name in ("mentor", "judge"):
-    value = config.hygrl.get(name, "offline")
-    if value not in ROLE_VALUES:
-      raise ValueError(f"hygrl.{name}={value!r}: expected one of "
-                       f"{', '.join(ROLE_VALUES)}")
-    roles.append(value == "llm" or (value == "auto" and has_backend))
-  return roles[0], roles[1]
+  return tuple(config.hygrl[name] == "llm" or (
+      config.hygrl[name] == "auto" and has_backend)
+               for name in ("mentor", "judge"))
 
 
 def role_names(config) -> dict[str, str]:

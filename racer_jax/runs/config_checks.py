@@ -1,90 +1,24 @@
 """Validation of a run's configuration before anything is built.
 
 ``check_config(config)`` raises :class:`racer_jax.errors.ConfigError`
-naming the key for a value that cannot work (a non-positive batch size, a
-probability outside [0, 1], NaN, an unknown stage or backend), so a bad
-command-line override fails at once with a clear message instead of deep
-inside a jitted program. ``launch/train.py`` and ``launch/main.py`` call
-it; absl itself rejects overrides of the wrong type (``flags.Error``).
+naming the key for a value that cannot work, so a bad override fails at
+once with a clear message instead of deep inside a jitted program: each
+value against its field's declaration in ``configs/default.py`` (choices,
+bounds, a field the schema does not have; :mod:`racer_jax.runs.
+config_schema`), the registered names (stage, method, backend, answer
+model, GraphAgent), then the rules across fields. Every launcher calls it
+before any work; absl itself rejects overrides of the wrong type.
 """
 
 from __future__ import annotations
 
 import math
 
+from configs import default as default_config
 from racer_jax.errors import ConfigError
-from racer_jax.runs import registry
+from racer_jax.runs import config_schema, registry
 
-# key -> (kind, lower bound, upper bound); None: unbounded on that side.
-_INT_AT_LEAST = {
-    "batch.batch_size": 1, "batch.num_choices": 2, "batch.shards": 0,
-    "multihop.reranker.pairs_per_chunk": 0,
-    "train.num_steps": 0,
-    "train.log_every": 1, "train.checkpoint_every": 1,
-    "train.max_to_keep": 1, "train.eval_every": 0, "train.num_devices": 0,
-    "walker.max_steps": 1, "walker.top_k": 1, "walker.num_walkers": 1,
-    "walker.hidden": 1, "subgraph.max_nodes": 1, "subgraph.max_edges": 1,
-    "subgraph.max_degree": 1, "eval.batch_size": 1, "eval.seeds": 1,
-    "refiner.paths_per_choice": 1, "refiner.top_k": 1,
-    "refiner.num_steps": 0, "answer.paths_per_choice": 1,
-    "answer.max_sentences": 0, "answer.max_length": 8,
-    "answer.batch_size": 1, "answer.choice_triples": 0,
-    "answer.similar_questions": 0, "answer.validation_seed": 0,
-    "agents.max_turns": 1, "agents.memory_train_questions": 0,
-    "agents.max_output_tokens": 1, "agents.thinking_budget": -1,
-    "agents.attempts": 1, "agents.max_concurrency": 1,
-    "agents.score_critic_questions": 0,
-    "openbook.facts_per_choice": 0, "answer.graph_hidden": 1,
-    "answer.graph_layers": 1,
-}
-_FLOAT_RANGE = {
-    "train.learning_rate": (0.0, None), "train.grad_clip": (0.0, None),
-    "train.p_teacher": (0.0, 1.0), "train.p_teacher_final": (0.0, 1.0),
-    "train.temperature": (0.0, None), "train.gamma": (0.0, 1.0),
-    "train.entropy_coef": (0.0, None), "memory.prior": (0.0, None),
-    "memory.gamma": (0.0, None), "refiner.learning_rate": (0.0, None),
-    "refiner.temperature": (0.0, None), "answer.learning_rate": (0.0, None),
-    "answer.epochs": (0.0, None), "answer.dropout": (0.0, 1.0),
-    "answer.validation_fraction": (0.0, 1.0),
-    "curriculum.start": (0.0, 1.0), "curriculum.ramp_fraction": (0.0, None),
-    "curriculum.temperature": (0.0, None),
-    "agents.temperature_step": (0.0, None),
-    "agents.min_llm_answered": (0.0, 1.0), "agents.timeout_s": (0.0, None),
-    "agents.temperature": (0.0, 2.0),
-}
-_STRICT_POSITIVE = {"train.learning_rate", "train.temperature",
-                    "memory.prior", "refiner.learning_rate",
-                    "refiner.temperature", "answer.learning_rate",
-                    "answer.epochs", "curriculum.ramp_fraction",
-                    "curriculum.temperature"}
-_CHOICES = {
-    "agents.answer_mode": ("generate", "score"),
-    "refiner.beta": ("query", "intrinsic"),
-    "hygrl.heuristic_semantic": ("auto", "cosine", "relevance"),
-    "hygrl.pair_anchor": ("sequence", "current"),
-    "agents.score_metric": ("acc", "acc_norm", "acc_pmi"),
-    "agents.thinking_level": ("", "minimal", "low", "medium", "high"),
-    "agents.reasoning_effort": ("", "minimal", "low", "medium", "high"),
-    "agents.structured_output": ("auto", "json_schema", "json_object_schema",
-                                 "json_object", "none"),
-    "answer.similar_encoder": ("static", "minilm"),
-    "walker.recurrent": ("gru", "lstm"),
-    "multihop.relevance": ("bi_encoder", "cross_encoder",
-                           "cross_encoder_state"),
-    "multihop.node_pairs": ("cosine", "cross_encoder"),
-}
-
-
-def _get(config, key: str):
-  node = config
-  for part in key.split("."):
-    if part not in node:
-      return _MISSING
-    node = node[part]
-  return node
-
-
-_MISSING = object()
+_get, _MISSING = config_schema.value_at, config_schema.MISSING
 
 
 def _check_method_settings(config) -> None:
@@ -100,12 +34,6 @@ def _check_method_settings(config) -> None:
       raise ConfigError("batch.shards: the whole-graph walker's batches are "
                         "small id arrays, every process reads them all; "
                         "leave batch.shards at 0")
-    bandwidth = _get(config, "walker.bandwidth")
-    if bandwidth is not _MISSING and (isinstance(bandwidth, bool) or
-                                      not isinstance(bandwidth, int) or
-                                      bandwidth < 1):
-      raise ConfigError(f"walker.bandwidth={bandwidth!r}: the whole-graph "
-                        "walker needs an integer >= 1")
   if method != "hygrl_multihop":
     return
   relevance = _get(config, "multihop.relevance")
@@ -124,28 +52,9 @@ def _check_method_settings(config) -> None:
 
 def check_config(config) -> None:
   """Raises :class:`ConfigError` for the first impossible value."""
-  for key, low in _INT_AT_LEAST.items():
-    v = _get(config, key)
-    if v is _MISSING:
-      continue
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
-      raise ConfigError(f"{key}={v!r}: must be an integer ≥ {low}")
-  for key, (low, high) in _FLOAT_RANGE.items():
-    v = _get(config, key)
-    if v is _MISSING:
-      continue
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or \
-        not math.isfinite(v):
-      raise ConfigError(f"{key}={v!r}: must be a finite number")
-    if v < low or (key in _STRICT_POSITIVE and v <= low) or (
-        high is not None and v > high):
-      bound = f"> {low}" if key in _STRICT_POSITIVE else f"≥ {low}"
-      raise ConfigError(f"{key}={v!r}: must be {bound}"
-                        + (f" and ≤ {high}" if high is not None else ""))
-  for key, allowed in _CHOICES.items():
-    v = _get(config, key)
-    if v is not _MISSING and v not in allowed:
-      raise ConfigError(f"{key}={v!r}: expected one of {list(allowed)}")
+  errors = config_schema.field_errors(config, default_config.RunConfig())
+  if errors:
+    raise ConfigError(errors[0])
   for key, names in registry.BY_FIELD.items():
     v = _get(config, key)
     if v is not _MISSING:

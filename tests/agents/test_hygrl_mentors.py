@@ -13,9 +13,11 @@ import pytest
 from racer_jax.agents import llm_usage
 from racer_jax.agents.hygrl_mentors import (LLMJudgements, llm_roles,
                                             role_backend, role_names)
+from racer_jax.errors import ConfigError
 from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.runs import builders, hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.config_checks import check_config
 from racer_jax.train import hygrl_stage
 from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini
@@ -39,9 +41,10 @@ def test_auto_roles_follow_the_configured_backend(tmp_path):
   config.agents.backend = "local"
   config.hygrl.mentor = "llm"
   assert llm_roles(config) == (True, False)
-  config.hygrl.mentor = "gpt"
-  with pytest.raises(ValueError, match="hygrl.mentor='gpt'"):
-    llm_roles(config)
+  config.hygrl.mentor = "gpt"   # the schema refuses it before any work
+  with pytest.raises(ConfigError, match=r"hygrl.mentor='gpt': expected one "
+                     r"of \['offline', 'llm', 'auto'\]"):
+    check_config(config)
 
 
 def responder(log):

@@ -40,7 +40,9 @@ def _path_hit(row):
 
 
 def _strip(figures):
-  out = {k: v for k, v in figures.items() if not k.startswith(TIMING)}
+  """The figures without timings and the folder they were written to."""
+  out = {k: v for k, v in figures.items()
+         if not k.startswith(TIMING) and k != "out_dir"}
   out["ablations"] = {n: {k: v for k, v in row.items()
                           if not k.startswith(TIMING)}
                       for n, row in figures["ablations"].items()}

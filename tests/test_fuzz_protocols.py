@@ -15,7 +15,6 @@ from ml_collections import config_flags
 
 from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.tools import (
   FUNCTIONS,
   GraphTools,
@@ -24,6 +23,7 @@ from racer_jax.agents.tools import (
   parse_step,
 )
 from racer_jax.errors import ConfigError
+from racer_jax.llm import llm, llm_usage
 from racer_jax.runs.config_checks import check_config
 from tests.conftest import REPO
 

@@ -1,2 +1,2 @@
-"""Host-side agents: Graph, Template, Answer and Critic, the LLM backends
-and the graph-tool explorer."""
+"""Host-side agents: Graph, Template, Answer and Critic, and the graph-tool
+explorer (their LLM clients: :mod:`racer_jax.llm`)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from racer_jax.agents import llm, llm_usage
+from racer_jax.llm import llm, llm_usage
 from racer_jax.runs import registry, run_config
 
 

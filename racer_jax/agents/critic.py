@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.answer_agent import (CONFIDENCE, Answer, AnswerRequest,
                                            question_text)
+from racer_jax.llm import llm, llm_usage
 
 ACCEPT, UNSURE = "ACCEPT", "UNSURE"
 

@@ -26,11 +26,11 @@ import re
 
 import tqdm
 
-from racer_jax.agents import llm, llm_usage
 from racer_jax.agents.templates import Triple
 from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError, parse_step
 from racer_jax.answer.path_text import RetrievedPath
 from racer_jax.errors import bars_off
+from racer_jax.llm import llm, llm_usage
 
 SYSTEM = """You answer questions by exploring a commonsense knowledge graph.
 Every reply is one step: <think>your reasoning</think> followed by exactly

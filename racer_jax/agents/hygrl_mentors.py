@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from racer_jax.agents import llm, llm_backends, llm_usage, templates
+from racer_jax.agents import templates
 from racer_jax.errors import ConfigError
 from racer_jax.kg import relations as rel_lib
+from racer_jax.llm import llm, llm_backends, llm_usage
 from racer_jax.runs import registry
 
 MENTOR_SYSTEM = (

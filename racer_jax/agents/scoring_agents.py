@@ -23,9 +23,9 @@ import json
 
 import numpy as np
 
-from racer_jax.agents import llm
 from racer_jax.agents.answer_agent import Answer, AnswerRequest
 from racer_jax.agents.critic import ACCEPT, UNSURE, Proposal, Verdict
+from racer_jax.llm import llm
 from racer_jax.lm import choice_scoring, cloze
 from racer_jax.lm.choice_scoring import NEUTRAL_CONTEXT, ScoreRequest
 

@@ -26,8 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import (extra_knowledge, llm_backends, llm_usage,
-                              templates)
+from racer_jax.agents import extra_knowledge, templates
 from racer_jax.agents import few_shot as few_shot_lib
 from racer_jax.agents.agent_loop import Collaboration
 from racer_jax.agents.answer_agent import (EnsembleAnswerer, LLMAnswerer,
@@ -39,6 +38,7 @@ from racer_jax.answer import choice_triples
 from racer_jax.data import datasets, qa, validation
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.errors import ConfigError
+from racer_jax.llm import llm_backends, llm_usage
 from racer_jax.lm import scorers
 from racer_jax.memory import edge_memory
 from racer_jax.runs import builders, run_config

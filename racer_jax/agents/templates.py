@@ -2,7 +2,7 @@
 
 The sentences come from :mod:`racer_jax.answer.path_text` (one forward
 template per relation, inverse edges read forward). The optional LLM rewrite (through
-an :mod:`racer_jax.agents.llm` backend) only polishes these sentences; the
+an :mod:`racer_jax.llm.llm` backend) only polishes these sentences; the
 sentences themselves are the evidence shown to the answerer.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.agents import llm
 from racer_jax.answer.path_text import (  # noqa: F401  (the agent's vocabulary)
   TEMPLATES,
   Triple,
@@ -20,6 +19,7 @@ from racer_jax.answer.path_text import (  # noqa: F401  (the agent's vocabulary)
   path_sentences,
   sentence,
 )
+from racer_jax.llm import llm
 from racer_jax.runs import registry
 
 REWRITE_SYSTEM = (
@@ -29,7 +29,7 @@ REWRITE_SYSTEM = (
 
 def rewrite(backend, sentences: list[str], report=None) -> list[str]:
   """Optional LLM polish of sentences through a backend (see
-  :mod:`racer_jax.agents.llm`; ``report``: a UsageReport counting the call
+  :mod:`racer_jax.llm.llm`; ``report``: a UsageReport counting the call
   as the ``template`` agent's). Falls back to the templates when the reply
   does not have one line per sentence."""
   if not sentences:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from racer_jax.agents import llm_backends
 from racer_jax.agents.pipeline import Pipeline
 from racer_jax.errors import ConfigError, a_or_an
+from racer_jax.llm import llm_backends
 from racer_jax.runs import registry, run_config
 from racer_jax.eval import calibration
 
@@ -57,7 +57,7 @@ def open_pipeline(workdir, data_dir=None, *, backend=None, model=None,
                   log: Callable[[str], None] = print) -> Pipeline:
   """The answer run's pipeline, its critic calibrated; ``backend``,
   ``model``, ``base_url`` and ``llm_settings`` (``FIELD=VALUE``) choose the
-  LLM (:func:`~racer_jax.agents.llm_backends.evaluation_agents`)."""
+  LLM (:func:`~racer_jax.llm.llm_backends.evaluation_agents`)."""
   saved = answer_run_config(workdir)
   agents = llm_backends.evaluation_agents(
       saved, backend=backend, model=model, base_url=base_url,

@@ -7,7 +7,7 @@
 
 The evaluation's own passes run (:mod:`racer_jax.eval.agents_eval`: per seed
 the one-round ``no_critic`` pass and the ``full`` pass), with a
-:class:`~racer_jax.agents.llm_backends.DryRunBackend` in place of the LLM: every
+:class:`~racer_jax.llm.llm_backends.DryRunBackend` in place of the LLM: every
 request is recorded instead of sent, and the agents fall back to the local
 models. Round 1 is what can be known in advance, so it is built exactly: the
 AnswerAgent's prompts, and the Critic's, for which the local answer stands
@@ -40,10 +40,10 @@ from typing import Callable
 import jax
 import tqdm
 
-from racer_jax.agents import llm_usage
 from racer_jax.agents.answer_agent import LLMAnswerer
 from racer_jax.agents.critic import LLMCritic, LocalCritic
 from racer_jax.agents.stack import AgentStack
+from racer_jax.llm import llm_usage
 
 
 def dry_run(stack: AgentStack, data, out_dir: Path, *, seeds: int,

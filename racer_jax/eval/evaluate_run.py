@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from racer_jax.agents import llm_backends
 from racer_jax.data import validation
 from racer_jax.errors import ConfigError, a_or_an
+from racer_jax.llm import llm_backends
 from racer_jax.runs import registry, run_config
 from racer_jax.runs.config_checks import check_config
 from racer_jax.eval import (agents_eval, answer_eval, explorer_eval,

@@ -35,7 +35,7 @@ def folder_suffix(identity: dict | None, agents) -> str:
 def llm_figures(identity: dict | None, usage: dict, answered, agents,
                 seats: dict | None = None) -> dict:
   """The LLM part of an evaluation's figures. ``usage``: the run's
-  :class:`~racer_jax.agents.llm_usage.UsageReport` as a dict;
+  :class:`~racer_jax.llm.llm_usage.UsageReport` as a dict;
   ``answered``: ``llm_answered_fraction`` (None without an LLM);
   ``seats``: seat -> the share of its calls the LLM answered (None: the
   seat made none). The result is an LLM's when the weakest share reaches

@@ -28,11 +28,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from racer_jax import machine
-from racer_jax.agents import llm_backends
 from racer_jax.errors import ConfigError
 from racer_jax.eval import multihop_budget, multihop_llm, paired, qa_metrics
 from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.eval.multihop_budget import FIELD
+from racer_jax.llm import llm_backends
 from racer_jax.rl import hygrl_passages
 from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
 from racer_jax.runs.checkpoints import restore_run, restore_template

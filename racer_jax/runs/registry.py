@@ -79,14 +79,17 @@ def resolve(target, what: str = "target"):
   return getattr(importlib.import_module(module), attribute)
 
 
-# The agents' text LLM (racer_jax.agents.llm.TextBackend subclasses, built
-# by racer_jax.agents.llm_backends.make_backend); "local" is no LLM: the
+# The agents' text LLM (racer_jax.llm.llm.TextBackend subclasses, built
+# by racer_jax.llm.llm_backends.make_backend); "local" is no LLM: the
 # agents use the trained JAX models.
 LLM_BACKENDS = Registry("agents.backend", "LLM backend")
 LLM_BACKENDS.register("local", None)
-LLM_BACKENDS.register("gemini", "racer_jax.agents.gemini_backend:GeminiBackend")
-LLM_BACKENDS.register("openai", "racer_jax.agents.openai_backend:OpenAIBackend")
-LLM_BACKENDS.register("jax", "racer_jax.agents.jax_backend:JaxBackend")
+LLM_BACKENDS.register("gemini",
+                      "racer_jax.llm.gemini_backend:GeminiBackend")
+LLM_BACKENDS.register("openai",
+                      "racer_jax.llm.openai_backend:OpenAIBackend")
+LLM_BACKENDS.register("jax",
+                      "racer_jax.llm.jax_backend:JaxBackend")
 
 
 def llm_backend_flags(flag: str = "--backend") -> str:

@@ -6,7 +6,7 @@ work the same with both client conventions (``KINDS``):
 import contextlib
 import json
 
-from racer_jax.agents import gemini_backend, openai_backend
+from racer_jax.llm import gemini_backend, openai_backend
 from tests.agents import stub_gemini, stub_openai
 
 KINDS = ("gemini", "openai")

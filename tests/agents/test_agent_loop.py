@@ -13,9 +13,10 @@ import pytest
 from configs import test as test_config
 from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents import gemini_backend, llm_usage, templates
+from racer_jax.agents import templates
 from racer_jax.agents.agent_loop import Collaboration, FoldCritic
 from racer_jax.agents.graph_agent import GraphAgent
+from racer_jax.llm import gemini_backend, llm_usage
 from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini, prompt_text
 

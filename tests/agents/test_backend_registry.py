@@ -8,8 +8,8 @@ import json
 import pytest
 
 from configs import default as default_config
-from racer_jax.agents import llm, llm_backends
 from racer_jax.errors import ConfigError
+from racer_jax.llm import llm, llm_backends
 from racer_jax.runs import registry
 from racer_jax.runs.config_checks import check_config
 

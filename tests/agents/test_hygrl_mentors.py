@@ -10,10 +10,10 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents import llm_usage
 from racer_jax.agents.hygrl_mentors import (LLMJudgements, llm_roles,
                                             role_backend, role_names)
 from racer_jax.errors import ConfigError
+from racer_jax.llm import llm_usage
 from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.runs import builders, hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer

@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from racer_jax.agents import answer_agent, gemini_backend, llm, llm_usage
-from racer_jax.agents.llm_cache import ResponseCache, cache_key
+from racer_jax.agents import answer_agent
 from racer_jax.errors import ConfigError, LLMError
+from racer_jax.llm import gemini_backend, llm, llm_usage
+from racer_jax.llm.llm_cache import ResponseCache, cache_key
 from tests.agents import stub_gemini
 from tests.agents.stub_gemini import StubGemini, prompt_text, reply_body
 
@@ -369,7 +370,7 @@ class _BusyOnce:
 
 
 def test_a_busy_answer_at_start_up_is_waited_out(tmp_path, monkeypatch):
-  from racer_jax.agents import llm_cache
+  from racer_jax.llm import llm_cache
   real = sqlite3.connect
   monkeypatch.setattr(llm_cache.sqlite3, "connect",
                       lambda *a, **k: _BusyOnce(real(*a, **k)))

@@ -9,11 +9,11 @@ import pytest
 
 from configs import default as default_config
 from configs import test as test_config
-from racer_jax.agents import llm, llm_backends
-from racer_jax.agents.gemini_backend import GeminiBackend
-from racer_jax.agents.llm_cache import ResponseCache
 from racer_jax.errors import ConfigError
 from racer_jax.eval import llm_figures, qa_metrics
+from racer_jax.llm import llm, llm_backends
+from racer_jax.llm.gemini_backend import GeminiBackend
+from racer_jax.llm.llm_cache import ResponseCache
 from tests.agents.stub_openai import StubOpenAI
 
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from racer_jax.agents import llm, openai_backend
-from racer_jax.agents.llm_cache import ResponseCache
 from racer_jax.errors import ConfigError, LLMError
+from racer_jax.llm import llm, openai_backend
+from racer_jax.llm.llm_cache import ResponseCache
 from tests.agents import stub_openai
 from tests.agents.stub_openai import StubOpenAI, completion, user_text
 

@@ -6,11 +6,11 @@ tokenizer, its model list."""
 
 import pytest
 
-from racer_jax.agents import llm, openai_backend
 from racer_jax.agents.answer_agent import ANSWER_SYSTEM, answer_schema
-from racer_jax.agents.llm_cache import ResponseCache
-from racer_jax.agents.llm_usage import UsageReport
 from racer_jax.errors import LLMError
+from racer_jax.llm import llm, openai_backend
+from racer_jax.llm.llm_cache import ResponseCache
+from racer_jax.llm.llm_usage import UsageReport
 from tests.real_llm import MODEL_ALIAS
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llama")]

@@ -5,9 +5,10 @@ rewrite through the Gemini backend against the stub server."""
 
 import pytest
 
-from racer_jax.agents import gemini_backend, llm_usage, templates
+from racer_jax.agents import templates
 from racer_jax.agents.templates import Triple
 from racer_jax.kg import relations
+from racer_jax.llm import gemini_backend, llm_usage
 from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini, prompt_text
 
@@ -130,7 +131,7 @@ def test_llm_templates_keep_the_verified_chain_as_evidence(tmp_path):
 
   import numpy as np
 
-  from racer_jax.agents.llm_cache import ResponseCache
+  from racer_jax.llm.llm_cache import ResponseCache
   path = types.SimpleNamespace(triples=[Triple("bird", "capableof", "fly", 0),
                                         Triple("fly", "_usedfor", "wing", 1)])
   other = types.SimpleNamespace(triples=[Triple("bird", "atlocation",

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from racer_jax.agents import llm, llm_backends
 from racer_jax.errors import LLMError
 from racer_jax.eval import agents_eval, evaluate_run
+from racer_jax.llm import llm, llm_backends
 from tests.agents.stub_openai import StubOpenAI, completion
 from tests.conftest import REPO
 from tests.real_llm import MODEL_ALIAS

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from configs import default as default_config
-from racer_jax.agents import llm_backends
 from racer_jax.agents.answer_agent import LocalAnswerer
 from racer_jax.data import qa
 from racer_jax.data.datasets import DEMO_DIR
 from racer_jax.errors import ConfigError
 from racer_jax.eval import agents_eval, head_only
+from racer_jax.llm import llm_backends
 from tests.conftest import REPO
 from tests.trained_runs import copy_of_run
 

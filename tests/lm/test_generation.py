@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("tunix", reason="the LM extra: pip install -e '.[lm]'")
 pytest.importorskip("gguf", reason="the LM extra: pip install -e '.[lm]'")
 
-from racer_jax.agents import llm  # noqa: E402
-from racer_jax.agents.jax_backend import JaxBackend  # noqa: E402
+from racer_jax.llm import llm  # noqa: E402
+from racer_jax.llm.jax_backend import JaxBackend  # noqa: E402
 from racer_jax.lm import causal_lm, generation, jax_scorer  # noqa: E402
 from tests.lm import tiny_gguf  # noqa: E402
 

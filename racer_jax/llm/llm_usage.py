@@ -36,7 +36,7 @@ class UsageReport:
     return self.per_agent.setdefault(agent, collections.Counter())
 
   def record(self, reply, agent: str = "other"):
-    """Adds one :class:`~racer_jax.agents.llm.LLMReply` made for
+    """Adds one :class:`~racer_jax.llm.llm.LLMReply` made for
     ``agent``."""
     mine = self._agent(agent)
     self.calls += 1

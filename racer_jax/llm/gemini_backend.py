@@ -9,7 +9,7 @@ finish reason is read: ``MAX_TOKENS`` is ``truncated`` (even when thinking
 used all of it and no text came back, the case reported as empty replies
 on Gemini 2.5/3 Flash), ``SAFETY``/``RECITATION``/``PROHIBITED_CONTENT``/
 ``BLOCKLIST``/``SPII`` and a blocked prompt are ``blocked``. The SDK's own
-retries are off: :class:`~racer_jax.agents.llm.TextBackend` retries and
+retries are off: :class:`~racer_jax.llm.llm.TextBackend` retries and
 waits what Gemini's ``RetryInfo`` asks. The key comes from the argument or
 ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` and is never printed, logged,
 cached, checkpointed or left in an error message.
@@ -22,7 +22,7 @@ import re
 
 import httpx2
 
-from racer_jax.agents.llm import (RETRY_STATUS_CODES, GenerationSettings,
+from racer_jax.llm.llm import (RETRY_STATUS_CODES, GenerationSettings,
                                   LLMReply, Request, Retryable, TextBackend,
                                   category_of_status, retry_after_seconds,
                                   with_text)

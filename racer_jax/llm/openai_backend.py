@@ -26,7 +26,7 @@ import os
 import httpx2
 import openai
 
-from racer_jax.agents.llm import (RETRY_STATUS_CODES, GenerationSettings,
+from racer_jax.llm.llm import (RETRY_STATUS_CODES, GenerationSettings,
                                   LLMReply, Request, Retryable, TextBackend,
                                   category_of_status, retry_after_seconds,
                                   with_text)

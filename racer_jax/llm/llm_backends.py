@@ -1,7 +1,7 @@
 """Choosing the agents' LLM: :func:`make_backend`, the evaluation-time
 overrides (:func:`evaluation_agents`) and the dry run's recording backend.
 
-The backends are the :class:`~racer_jax.agents.llm.TextBackend` classes
+The backends are the :class:`~racer_jax.llm.llm.TextBackend` classes
 registered by name in :data:`racer_jax.runs.registry.LLM_BACKENDS` (one
 line each; a class gives its own ``default_model``, ``default_endpoint``
 and dry-run ``token_count``). The backend, model and endpoint are chosen
@@ -21,9 +21,9 @@ from typing import Sequence
 import ml_collections
 
 from configs import default as default_config
-from racer_jax.agents.llm import (GenerationSettings, LLMReply, Request,
+from racer_jax.llm.llm import (GenerationSettings, LLMReply, Request,
                                   request_key)
-from racer_jax.agents.llm_cache import ResponseCache
+from racer_jax.llm.llm_cache import ResponseCache
 from racer_jax.errors import ConfigError
 from racer_jax.runs.config_checks import check_config
 from racer_jax.runs import registry

@@ -18,8 +18,8 @@ clients), retries (``tenacity``) on 408/429/5xx, timeouts and dropped
 connections that wait what the server asks (``Retry-After``,
 ``retry-after-ms`` or Gemini's ``RetryInfo``) up to ``max_retry_wait_s``,
 else exponential backoff with jitter. Subclasses
-(:mod:`~racer_jax.agents.gemini_backend`,
-:mod:`~racer_jax.agents.openai_backend`) implement ``_send`` for one call.
+(:mod:`~racer_jax.llm.gemini_backend`,
+:mod:`~racer_jax.llm.openai_backend`) implement ``_send`` for one call.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import jsonschema
 import tenacity
 import tqdm
 
-from racer_jax.agents.llm_cache import ResponseCache, cache_key
 from racer_jax.errors import LLMError, bars_off
+from racer_jax.llm.llm_cache import ResponseCache, cache_key
 
 RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
 # Error categories of a failed reply. Transient ones were retried first.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from racer_jax.agents import llm
+from racer_jax.llm import llm
 from racer_jax.lm import causal_lm, generation, jax_scorer
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)

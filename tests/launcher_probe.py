@@ -7,7 +7,7 @@ fork instead of a Python start with JAX (~3-4 s).
 ``run_forked(body, jobs)`` runs ``body`` (Python source, indented four
 spaces, seeing ``job`` and ``sys``; an exception fails it) once per JSON
 ``job`` whose ``job[0]`` is a launcher path, and returns per job ``(exit
-code, last line of its error output)``."""
+code, the last ``tail`` lines of its error output)``."""
 
 import json
 import subprocess
@@ -47,13 +47,15 @@ BODY
     _, status = os.waitpid(pid, 0)
     err.seek(0)
     lines = err.read().decode(errors="replace").strip().splitlines()
-  results.append([os.waitstatus_to_exitcode(status), lines[-1:]])
+  results.append([os.waitstatus_to_exitcode(status), lines[-TAIL:]])
 print(json.dumps(results))
 """
 
 
-def run_forked(body: str, jobs: list) -> list[tuple[int, list[str]]]:
-  out = subprocess.run([sys.executable, "-c", _SCRIPT.replace("BODY", body)],
+def run_forked(body: str, jobs: list, tail: int = 1
+               ) -> list[tuple[int, list[str]]]:
+  script = _SCRIPT.replace("BODY", body).replace("TAIL", str(int(tail)))
+  out = subprocess.run([sys.executable, "-c", script],
                        input=json.dumps(jobs), capture_output=True,
                        text=True, cwd=REPO, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]

@@ -13,6 +13,7 @@ from racer_jax.errors import ConfigError
 from racer_jax.eval import answer_one, evaluate_run
 from racer_jax.runs.config_checks import check_config
 from tests.conftest import REPO
+from tests.launcher_probe import run_forked
 
 
 @pytest.fixture(scope="module")
@@ -114,12 +115,39 @@ CASES = {
 }
 
 
+# Each case runs the launcher as `python launch/X.py ARGS` would (as
+# __main__, its own argv, the cwd a fresh folder, no RACER_DATA_DIR), in a
+# fork of one interpreter that imported the launchers' modules once.
+_LAUNCH = """\
+        os.chdir(job[2])
+        for name in ("RACER_DATA_DIR", "RACER_TRACEBACK"):
+          os.environ.pop(name, None)
+        sys.argv = [job[0], *job[1]]
+        try:
+          runpy.run_path(job[0], run_name="__main__")
+        except SystemExit as stop:
+          code = stop.code if isinstance(stop.code, int) else 1\
+"""
+
+
+@pytest.fixture(scope="module")
+def error_outputs(fake_walker_run, tmp_path_factory):
+  """Per case, ``(exit status, error output's last lines)``."""
+  cases = sorted(CASES)
+  jobs = [[str(REPO / "launch" / CASES[c][0]),
+           [a.format(run=fake_walker_run) for a in CASES[c][1]],
+           str(tmp_path_factory.mktemp("cwd"))] for c in cases]
+  return dict(zip(cases, run_forked(_LAUNCH, jobs, tail=200)))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_entry_points_fail_in_one_line(case, fake_walker_run, tmp_path):
-  script, args, said = CASES[case]
-  line = _error_line(script, *[a.format(run=fake_walker_run) for a in args],
-                     cwd=tmp_path)
-  assert said in line, line
+def test_entry_points_fail_in_one_line(case, error_outputs):
+  code, lines = error_outputs[case]
+  text = "\n".join(lines)
+  assert code == 1, (code, text[-3000:])
+  assert "Traceback" not in text, text[-3000:]
+  assert lines and lines[-1].startswith("error: "), text[-3000:]
+  assert CASES[case][2] in lines[-1], lines[-1]
 
 
 def test_a_fallback_is_said_in_the_text_output():

@@ -15,14 +15,14 @@ from ml_collections import config_flags
 
 from racer_jax.agents import answer_agent as answer_lib
 from racer_jax.agents import critic as critic_lib
-from racer_jax.agents.tools import (
+from racer_jax.errors import ConfigError
+from racer_jax.graphdancer.tools import (
   FUNCTIONS,
   GraphTools,
   ProtocolError,
   ToolError,
   parse_step,
 )
-from racer_jax.errors import ConfigError
 from racer_jax.llm import llm, llm_usage
 from racer_jax.runs.config_checks import check_config
 from tests.conftest import REPO

@@ -81,7 +81,7 @@ class QuestionResult:
   # the local models alone
   llm_identity: dict | None = None
   # agents.graph=explorer: per turn, the explorer's transcript summary
-  # (:func:`racer_jax.agents.explorer.summary`)
+  # (:func:`racer_jax.graphdancer.explorer.summary`)
   explorer: list[dict] | None = None
 
   @property

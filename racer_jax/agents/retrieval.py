@@ -5,17 +5,16 @@ paths the agents show (the one it was trained on, or a separate one for a
 run trained without paths); :func:`build_graph_agent` builds the GraphAgent
 ``agents.graph`` names over it (registered in
 :data:`racer_jax.runs.registry.GRAPH_AGENTS`): the jitted walker + memory +
-refiner, HyGRL's beam retriever, or GraphDancer's LLM explorer.
+refiner or HyGRL's beam retriever (GraphDancer's LLM explorer registers
+its own, :func:`racer_jax.graphdancer.explorer.explorer_graph_agent`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from racer_jax.agents.explorer import Explorer, ExplorerGraphAgent
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
-from racer_jax.agents.tools import GraphTools
 from racer_jax.runs import registry, run_config
 
 
@@ -74,19 +73,6 @@ def walker_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
                        log):
   """``agents.graph=walker``: the jitted walker + memory + refiner."""
   return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log)
-
-
-def explorer_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
-                         log):
-  """``agents.graph=explorer``: GraphDancer's LLM explorer over the graph
-  functions (needs a text LLM backend)."""
-  if backend is None:
-    raise ValueError("agents.graph=explorer needs a text LLM: "
-                     + registry.llm_backend_flags())
-  tools = GraphTools(ws.kg, encoder, ws.concept_emb)
-  return ExplorerGraphAgent(
-      Explorer(backend, tools, agents.max_interactions), ws.kg,
-      paths_per_choice=keep)
 
 
 def hygrl_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from racer_jax.agents import explorer as explorer_lib
 from racer_jax.agents.stack import AgentStack
 from racer_jax.errors import ConfigError
 from racer_jax.eval import llm_figures, qa_metrics
 from racer_jax.eval.eval_output import EvalOutput
+from racer_jax.graphdancer import explorer as explorer_lib
 
 
 def evaluate(config, data_dir, workdir, *, agents, split=None,

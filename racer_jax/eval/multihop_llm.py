@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.agents import explorer as explorer_lib
-from racer_jax.agents.tools import PassageGraphTools
 from racer_jax.eval import qa_metrics
+from racer_jax.graphdancer import explorer as explorer_lib
+from racer_jax.graphdancer.tools import PassageGraphTools
 from racer_jax.llm import llm, llm_usage
 
 READER_SYSTEM = ("Answer the question from the passages. Reply with JSON: "

@@ -151,7 +151,7 @@ GRAPH_AGENTS = Registry("agents.graph", "GraphAgent")
 GRAPH_AGENTS.register("walker", "racer_jax.agents.retrieval:walker_graph_agent")
 GRAPH_AGENTS.register("hygrl", "racer_jax.agents.retrieval:hygrl_graph_agent")
 GRAPH_AGENTS.register("explorer",
-                      "racer_jax.agents.retrieval:explorer_graph_agent")
+                      "racer_jax.graphdancer.explorer:explorer_graph_agent")
 
 
 # The stage drivers of ``launch/train.py``: ``train(config, data_dir,

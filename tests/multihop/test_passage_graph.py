@@ -122,7 +122,7 @@ def test_subgraph_holds_seeds_first_and_the_two_hop_gold(tmp_path):
 
 
 def test_passage_tools_read_passages_and_name_nodes():
-  from racer_jax.agents.tools import PassageGraphTools, ToolError
+  from racer_jax.graphdancer.tools import PassageGraphTools, ToolError
   titles, texts = _titles_texts()
   g = passage_graph.build_passage_graph(titles, texts)
   tools = PassageGraphTools(g.kg, texts)

@@ -27,10 +27,12 @@ import re
 import tqdm
 
 from racer_jax.agents.templates import Triple
-from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError, parse_step
 from racer_jax.answer.path_text import RetrievedPath
 from racer_jax.errors import bars_off
+from racer_jax.graphdancer.tools import (GraphTools, ProtocolError, ToolError,
+                                         parse_step)
 from racer_jax.llm import llm, llm_usage
+from racer_jax.runs import registry
 
 SYSTEM = """You answer questions by exploring a commonsense knowledge graph.
 Every reply is one step: <think>your reasoning</think> followed by exactly
@@ -280,3 +282,16 @@ class ExplorerGraphAgent:
     return {"transcripts": transcripts,
             "explorer": {b: summary(t) for b, t in zip(rows, transcripts)}
             }, out
+
+
+def explorer_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
+                         log):
+  """``agents.graph=explorer``: GraphDancer's LLM explorer over the graph
+  functions (needs a text LLM backend)."""
+  if backend is None:
+    raise ValueError("agents.graph=explorer needs a text LLM: "
+                     + registry.llm_backend_flags())
+  tools = GraphTools(ws.kg, encoder, ws.concept_emb)
+  return ExplorerGraphAgent(
+      Explorer(backend, tools, agents.max_interactions), ws.kg,
+      paths_per_choice=keep)

@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from racer_jax.agents import explorer as explorer_lib
-from racer_jax.agents import tools
-from racer_jax.agents.tools import GraphTools, ProtocolError, ToolError
+from racer_jax.graphdancer import explorer as explorer_lib
+from racer_jax.graphdancer import tools
+from racer_jax.graphdancer.tools import GraphTools, ProtocolError, ToolError
 from tests.agents import llm_stubs
 
 

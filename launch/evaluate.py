@@ -1,5 +1,5 @@
 r"""Evaluates a trained run from its checkpoint
-(:mod:`racer_jax.eval.evaluate_run`).
+(:mod:`racer_jax.train.evaluate_run`).
 
   python launch/evaluate.py --workdir=runs/demo/walker
   python launch/evaluate.py --workdir=runs/csqa --data_dir=DATA \
@@ -21,7 +21,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from racer_jax import entry_point
-from racer_jax.eval import evaluate_run
+from racer_jax.train import evaluate_run
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Configuration file (default: <workdir>/config.json).")

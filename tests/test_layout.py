@@ -106,7 +106,7 @@ def test_the_package_imports_without_the_lm_extra():
   code = ("import sys\n"
           "for m in ('tunix', 'gguf', 'jinja2', 'llama_cpp'):\n"
           "  sys.modules[m] = None\n"
-          "import racer_jax.train.main_job, racer_jax.eval.evaluate_run\n"
+          "import racer_jax.train.main_job, racer_jax.train.evaluate_run\n"
           "import racer_jax.agents.stack, launch.bench.lm_score_bench\n")
   done = subprocess.run([sys.executable, "-c", code], cwd=REPO,
                         capture_output=True, text=True, timeout=300)

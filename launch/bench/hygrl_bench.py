@@ -25,13 +25,15 @@ import numpy as np
 
 from configs import default, demo
 from racer_jax import entry_point
+from racer_jax.hygrl import beam
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import stage as hygrl_stage
+from racer_jax.hygrl import state as hygrl_state
+from racer_jax.hygrl import update as hygrl_update
+from racer_jax.runs.workspace import load_workspace
+
 from . import hygrl_python as reference
 from . import timing
-from racer_jax.graph import beam
-from racer_jax.rl import hygrl, hygrl_update
-from racer_jax.runs import builders, hygrl_state
-from racer_jax.runs.workspace import load_workspace
-from racer_jax.train import hygrl_stage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +96,7 @@ def bench_hygrl(data_dir, prep_dir, options: HygrlOptions) -> dict:
   rows = usable[bucket]
   b = options.hygrl_questions
   batch = ds.batch(bucket, rows[np.arange(b) % len(rows)], b)
-  cfg = builders.hygrl_config(config)
+  cfg = hygrl_state.hygrl_config(config)
   theta = hygrl_stage.calibrate(config, ds, emb,
                                 log=lambda s: print(f"calibration: {s}"))
   policy, optimizer, state = hygrl_state.create_state(config, emb.shape[1])

@@ -1,6 +1,6 @@
 """Plain-Python/NumPy reference of HyGRL's greedy beam search, one question.
 
-A second opinion on :func:`racer_jax.rl.hygrl.search` with
+A second opinion on :func:`racer_jax.hygrl.search.search` with
 ``sample=False`` (tests compare the retrieved sequences node for node) and
 the "Python loop" baseline of the ``hygrl`` speed benchmark. Nothing uses
 JAX and nothing is vectorized over questions: the graph is neighbor sets
@@ -11,7 +11,7 @@ NumPy does the vector math (PPR's edge sums, cosines, the policy MLP as
 matrix products over the frontier).
 
 The scores are computed in float64 and rounded to float32; candidates are
-ranked, as :func:`racer_jax.graph.beam.beam_search` does, by their float32
+ranked, as :func:`racer_jax.hygrl.beam.beam_search` does, by their float32
 logit (the policy's own logit; for the heuristic ``log S - log1p(-S)``)
 with ties going to the lower node index (``jax.lax.top_k``), and kept when
 σ(logit) >= tau in float32. Candidates whose logits agree to ~1e-6

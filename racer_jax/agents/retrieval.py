@@ -5,8 +5,9 @@ paths the agents show (the one it was trained on, or a separate one for a
 run trained without paths); :func:`build_graph_agent` builds the GraphAgent
 ``agents.graph`` names over it (registered in
 :data:`racer_jax.runs.registry.GRAPH_AGENTS`): the jitted walker + memory +
-refiner or HyGRL's beam retriever (GraphDancer's LLM explorer registers
-its own, :func:`racer_jax.graphdancer.explorer.explorer_graph_agent`).
+refiner (HyGRL's beam retriever and GraphDancer's LLM explorer register
+theirs from their rooms: :mod:`racer_jax.hygrl.agent`,
+:mod:`racer_jax.graphdancer.explorer`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
-from racer_jax.runs import registry, run_config
+from racer_jax.runs import registry
 
 
 def retrieval_of(config, agents, workdir) -> tuple[str, bool]:
@@ -73,14 +73,3 @@ def walker_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
                        log):
   """``agents.graph=walker``: the jitted walker + memory + refiner."""
   return GraphAgent(refiner_dir, ws, paths_per_choice=keep, log=log)
-
-
-def hygrl_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
-                      log):
-  """``agents.graph=hygrl``: HyGRL's beam retriever of the run
-  ``agents.hygrl_workdir``."""
-  if not agents.hygrl_workdir:
-    raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
-                     "run trained with --config.method=hygrl)")
-  rconfig = run_config.load(refiner_dir, "refiner run")
-  return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)

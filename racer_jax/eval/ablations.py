@@ -7,7 +7,6 @@ or None."""
 from __future__ import annotations
 
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.hygrl_agent import HyGRLGraphAgent
 
 
 def _walker(stack, refiner_dir, log, **changes) -> GraphAgent:
@@ -42,8 +41,3 @@ def single_path(stack, run, log):
 def own_walker(stack, run, log):
   """The ablation's own refiner run (over its own walker)."""
   return _walker(stack, run, log)
-
-
-def hygrl(stack, run, log):
-  """HyGRL's beam retriever of the ablation's HyGRL run."""
-  return HyGRLGraphAgent(run, stack.ws, stack.rconfig, stack.keep, log=log)

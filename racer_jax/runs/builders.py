@@ -7,14 +7,11 @@ from pathlib import Path
 import jax
 from jax.experimental import multihost_utils
 
-from racer_jax.answer import passage_reranker
 from racer_jax.data.sharded import local_shards
 from racer_jax.errors import ConfigError
-from racer_jax.graph.beam import BeamConfig
 from racer_jax.rl import reward as reward_lib
 from racer_jax.rl import walker_update as train_lib
-from racer_jax.rl.hygrl import HyGRLConfig
-from racer_jax.rl.policy import HyGRLPolicy, WalkerPolicy
+from racer_jax.rl.policy import WalkerPolicy
 from racer_jax.rl.rollout import RolloutConfig
 from racer_jax.runs import run_config
 from racer_jax.runs.checkpoints import restore_run
@@ -144,42 +141,3 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
   if not primary:
     ws = load()
   return workdir, ws, eval_split
-
-
-def hygrl_config(config):
-  """The static HyGRL settings from an ``ml_collections`` config."""
-  h = config.hygrl
-  return HyGRLConfig(
-      beam=BeamConfig(beam_width=h.beam_width, tau=h.tau,
-                      max_depth=h.max_depth, max_nodes=h.max_nodes,
-                      window=h.window),
-      heuristic_tau=h.heuristic_tau, restart_prob=h.restart_prob,
-      ppr_iters=h.ppr_iters, label_high=h.label_high, label_low=h.label_low,
-      pairs_per_step=h.pairs_per_step, margin=h.margin,
-      margin_weight=h.margin_weight, scst_gamma=h.scst_gamma,
-      policy_choice=bool(h.policy_choice),
-      heuristic_choice=bool(h.heuristic_choice),
-      policy_features=h.policy_features,
-      reward=h.reward,
-      pair_scorer=_pair_scorer(config),
-      heuristic_semantic=h.heuristic_semantic,
-      pair_anchor=h.pair_anchor)
-
-
-def _pair_scorer(config):
-  """The in-search cross-encoder of ``multihop.relevance=
-  cross_encoder_state`` (with ``multihop.node_pairs=cross_encoder`` it
-  scores the node-to-node entries too; ``multihop.reranker.
-  pairs_per_chunk`` at a time), else None."""
-  m = config.multihop
-  if (config.method != "hygrl_multihop" or
-      m.relevance != "cross_encoder_state"):
-    return None
-  return passage_reranker.pair_scorer(
-      config.text.model_dir or None, int(m.reranker.max_length),
-      m.node_pairs == "cross_encoder",
-      int(m.reranker.pairs_per_chunk))
-
-
-def make_hygrl_policy(config):
-  return HyGRLPolicy(hidden_sizes=tuple(config.hygrl.hidden_sizes))

@@ -149,7 +149,7 @@ def answer_models_reading(field: str) -> list[str]:
 # and ``memory_source`` (racer_jax.agents.graph_agent.GraphAgent).
 GRAPH_AGENTS = Registry("agents.graph", "GraphAgent")
 GRAPH_AGENTS.register("walker", "racer_jax.agents.retrieval:walker_graph_agent")
-GRAPH_AGENTS.register("hygrl", "racer_jax.agents.retrieval:hygrl_graph_agent")
+GRAPH_AGENTS.register("hygrl", "racer_jax.hygrl.agent:hygrl_graph_agent")
 GRAPH_AGENTS.register("explorer",
                       "racer_jax.graphdancer.explorer:explorer_graph_agent")
 
@@ -160,8 +160,8 @@ GRAPH_AGENTS.register("explorer",
 # stage, None where the stage is the method's own.
 METHODS = Registry("method", "method")
 METHODS.register("racer", "racer_jax.train.walker_stage:train")
-METHODS.register("hygrl", "racer_jax.train.hygrl_stage:train")
-METHODS.register("hygrl_multihop", "racer_jax.train.multihop_stage:train")
+METHODS.register("hygrl", "racer_jax.hygrl.stage:train")
+METHODS.register("hygrl_multihop", "racer_jax.hygrl.multihop_stage:train")
 TRAIN_STAGES = Registry("train.stage", "training stage")
 TRAIN_STAGES.register("walker", None)
 TRAIN_STAGES.register("refiner", "racer_jax.train.refiner_stage:train")
@@ -213,8 +213,8 @@ ABLATIONS.register("no_teacher", Ablation(
     {"train.p_teacher": 0.0, "train.p_teacher_final": 0.0}, needs=True))
 ABLATIONS.register("hygrl", Ablation(
     "HyGRL's beam retriever as the GraphAgent (own run)",
-    "racer_jax.eval.ablations:hygrl", {"method": "hygrl"},
-    trainer="racer_jax.train.hygrl_stage:train", needs=True))
+    "racer_jax.hygrl.agent:ablation_graph_agent", {"method": "hygrl"},
+    trainer="racer_jax.hygrl.stage:train", needs=True))
 
 
 # Every registry whose field the config checks read.

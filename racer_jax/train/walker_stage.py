@@ -18,6 +18,7 @@ from jax.experimental import multihost_utils
 from racer_jax.data import curriculum
 from racer_jax.eval import learning_curves
 from racer_jax.eval.walker_eval import run_eval
+from racer_jax.hygrl.stage import calibrate
 from racer_jax.rl import parallel
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs.builders import (
@@ -29,7 +30,6 @@ from racer_jax.runs.builders import (
 )
 from racer_jax.runs.config_checks import check_config
 from racer_jax.runs.walker_run import run_walker_updates, walker_state
-from racer_jax.train.hygrl_stage import calibrate
 from racer_jax.train.kg_walker_stage import train_kg
 
 

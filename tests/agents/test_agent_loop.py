@@ -293,7 +293,7 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
                                               tmp_path_factory):
   """agents.graph=hygrl: shortest paths inside the beam's subgraph."""
   from racer_jax.agents.retrieval import build_graph_agent
-  from racer_jax.train import hygrl_stage
+  from racer_jax.hygrl import stage as hygrl_stage
   config, _, refiner_dir = retrieval_runs
   hconfig = config.copy_and_resolve_references()
   hconfig.method = "hygrl"

@@ -10,15 +10,16 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents.hygrl_mentors import (LLMJudgements, llm_roles,
-                                            role_backend, role_names)
 from racer_jax.errors import ConfigError
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import stage as hygrl_stage
+from racer_jax.hygrl import state as hygrl_state
+from racer_jax.hygrl import update as hygrl_update
+from racer_jax.hygrl.mentors import (LLMJudgements, llm_roles, role_backend,
+                                     role_names)
 from racer_jax.llm import llm_usage
-from racer_jax.rl import hygrl, hygrl_update
-from racer_jax.runs import builders, hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.config_checks import check_config
-from racer_jax.train import hygrl_stage
 from tests.agents import llm_stubs
 from tests.agents.stub_gemini import StubGemini
 from tests.trained_runs import QUIET
@@ -65,7 +66,7 @@ def test_proposal_matches_the_update(retrieval_runs, demo_workspace):
   config.method = "hygrl"
   policy, _, state = hygrl_state.create_state(
       config, demo_workspace.concept_emb.shape[1])
-  cfg = builders.hygrl_config(config)
+  cfg = hygrl_state.hygrl_config(config)
   batch = demo_workspace.splits["train"].dataset.batch_for_step(0, 0, 4)
   theta = np.zeros(len(hygrl.fusion_metrics(cfg)), np.float32)
   proposal = jax.device_get(hygrl_update.make_rl_proposal(policy, cfg)(
@@ -123,7 +124,7 @@ def test_failed_calls_fall_back_to_the_offline_values(retrieval_runs,
   config = config.copy_and_resolve_references()
   policy, _, state = hygrl_state.create_state(
       config, demo_workspace.concept_emb.shape[1])
-  cfg = builders.hygrl_config(config)
+  cfg = hygrl_state.hygrl_config(config)
   data = demo_workspace.splits["train"]
   batch = data.dataset.batch_for_step(0, 0, 4)
   proposal = jax.device_get(hygrl_update.make_rl_proposal(policy, cfg)(

@@ -27,10 +27,11 @@ import pytest
 from configs import test as test_config
 from launch.bench import hygrl_python as ref
 from racer_jax.data.batch import GraphBatch
-from racer_jax.graph import beam
-from racer_jax.rl import hygrl, hygrl_update
+from racer_jax.hygrl import beam
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import state as hygrl_state
+from racer_jax.hygrl import update as hygrl_update
 from racer_jax.rl.policy import HyGRLPolicy
-from racer_jax.runs import builders, hygrl_state
 from racer_jax.runs.workspace import load_workspace
 
 
@@ -67,8 +68,8 @@ def demo(tmp_path_factory):
   config = test_config.get_config()
   ws = load_workspace(config, None, tmp_path_factory.mktemp("prep"),
                       ["train"], progress=False, log=lambda _: None)
-  cfg = builders.hygrl_config(config)
-  policy = builders.make_hygrl_policy(config)
+  cfg = hygrl_state.hygrl_config(config)
+  policy = hygrl_state.make_hygrl_policy(config)
   return config, ws, cfg, policy, _program(policy, cfg, sampled=True)
 
 

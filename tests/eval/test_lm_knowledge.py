@@ -86,7 +86,7 @@ def tiny_model(tmp_path_factory):
 @pytest.mark.slow  # ~60 s to train the demo answer run, ~25 s to score
 def test_every_arm_scored_on_a_trained_answer_run(head_run, retrieval_runs,
                                                   tiny_model, tmp_path):
-  from racer_jax.eval import evaluate_run
+  from racer_jax.train import evaluate_run
   _, workdir = head_run
   run = tmp_path / "run"
   shutil.copytree(workdir, run, ignore=shutil.ignore_patterns("eval"))
@@ -152,7 +152,7 @@ def test_every_arm_scored_on_a_trained_answer_run(head_run, retrieval_runs,
 
 def test_options_that_do_not_apply_are_refused(tmp_path):
   from configs import test as test_config
-  from racer_jax.eval import evaluate_run
+  from racer_jax.train import evaluate_run
   config, workdir = test_config.get_config(), tmp_path
   config.train.stage = "answer"
   tiny_model = str(tmp_path / "tiny.gguf")    # refused before it is read
@@ -175,9 +175,9 @@ def test_agents_in_score_mode_pick_the_scorers_choice(head_run, tiny_model,
   P(" ACCEPT") against the threshold fitted on the validation slice's
   one-round pass, and the LLM gave all the answers."""
   from racer_jax.agents.critic import LocalCritic
-  from racer_jax.eval import evaluate_run
   from racer_jax.lm import causal_lm, cloze, jax_scorer
   from racer_jax.lm.choice_scoring import ScoreRequest, choice_values
+  from racer_jax.train import evaluate_run
   _, workdir = head_run
   run = tmp_path / "run"
   shutil.copytree(workdir, run, ignore=shutil.ignore_patterns("eval"))

@@ -9,7 +9,8 @@ import pytest
 
 from racer_jax.data.datasets import DEMO_DIR
 from racer_jax.errors import ConfigError
-from racer_jax.eval import agents_eval, evaluate_run
+from racer_jax.eval import agents_eval
+from racer_jax.train import evaluate_run
 from tests.trained_runs import copy_of_run
 
 QUIET = dict(progress=False, log=lambda _: None)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from racer_jax.data import qa, datasets, validation
+from racer_jax.data import datasets, qa, validation
 from racer_jax.errors import ConfigError
-from racer_jax.eval import evaluate_run, kg_walker_eval, refiner_eval
-from racer_jax.train import walker_stage
+from racer_jax.eval import kg_walker_eval, refiner_eval
+from racer_jax.train import evaluate_run, walker_stage
 from tests.trained_runs import QUIET, retrieval_runs, walker_run  # noqa: F401
 
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from racer_jax.graph import beam
+from racer_jax.hygrl import beam
 
 N = 24
 

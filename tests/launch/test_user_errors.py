@@ -10,8 +10,9 @@ import pytest
 
 from configs import demo
 from racer_jax.errors import ConfigError
-from racer_jax.eval import answer_one, evaluate_run
+from racer_jax.eval import answer_one
 from racer_jax.runs.config_checks import check_config
+from racer_jax.train import evaluate_run
 from tests.conftest import REPO
 from tests.launcher_probe import run_forked
 

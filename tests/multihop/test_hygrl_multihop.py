@@ -10,9 +10,12 @@ import optax
 import pytest
 
 from configs import hygrl_2wiki
-from racer_jax.eval import evaluate_run, multihop_eval
-from racer_jax.rl import hygrl, hygrl_pairs, hygrl_update
-from racer_jax.train import run_stage
+from racer_jax.hygrl import multihop_eval
+from racer_jax.hygrl import pairs as hygrl_pairs
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import state as hygrl_state
+from racer_jax.hygrl import update as hygrl_update
+from racer_jax.train import evaluate_run, run_stage
 from tests.multihop import tiny
 from tests.real_llm import MODEL_ALIAS
 
@@ -101,8 +104,9 @@ def test_the_heuristic_reads_m_ce_when_the_cross_encoder_gives_it():
   """Issue 51: HyGRL-Heuristic's semantic metric was the bi-encoder cosine
   even with multihop.relevance=cross_encoder; it is the paper's m_ce."""
   import dataclasses
+
   from racer_jax.graph import heuristics
-  from racer_jax.rl import hygrl_passages
+  from racer_jax.hygrl import passages as hygrl_passages
   rng = np.random.default_rng(2)
   b, n, e, d = 1, 6, 8, 4
   nodes = np.array([[0, 1, 2, 3, 4, -1]], np.int32)
@@ -144,8 +148,10 @@ def test_pair_metrics_anchored_at_v_cur():
   against v_cur (the node added last), as the paper writes; 'sequence'
   keeps the best link from any sequence node."""
   import dataclasses
-  from racer_jax.graph import beam, heuristics
-  from racer_jax.rl import hygrl_passages
+
+  from racer_jax.graph import heuristics
+  from racer_jax.hygrl import beam
+  from racer_jax.hygrl import passages as hygrl_passages
   rng = np.random.default_rng(4)
   b, n, e, d = 1, 8, 14, 4
   batch = {"nodes": np.arange(n, dtype=np.int32)[None],
@@ -410,15 +416,15 @@ def test_a_tiny_run_with_the_cross_encoder(tmp_path, capsys):
   tables = list(workdir.glob("relevance.*.npy"))
   assert len(tables) == 1
   table = np.load(tables[0])
-  from racer_jax.runs.multihop_workspace import prepare
+  from racer_jax.hygrl.multihop_workspace import prepare
   ws = prepare(config, str(data), workdir / "prep", log=lambda _: None,
                progress=False)
   nodes = ws.arrays["nodes"]
   assert np.all((table > 0) & (table < 1) | (nodes < 0))
   assert np.all(table[nodes < 0] == 0)
   # the batched, padded scores are the model's on each pair alone
-  from racer_jax.answer.passage_reranker import PassageReranker
-  from racer_jax.runs import multihop_relevance
+  from racer_jax.hygrl import multihop_relevance
+  from racer_jax.hygrl.passage_reranker import PassageReranker
   reranker = PassageReranker.load(workdir / "reranker.msgpack",
                                   max_length=64)
   first = multihop_relevance.first_segment(ws, 0)
@@ -458,10 +464,10 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   text and the candidate's for the node-to-node entries); with
   ``node_pairs=cosine`` those are the bi-encoder's; a run trains and
   evaluates with it; node_pairs=cross_encoder is refused without it."""
-  from racer_jax.answer.passage_reranker import pair_text
-  from racer_jax.rl import hygrl_passages
-  from racer_jax.runs import builders, multihop_relevance
-  from racer_jax.runs.multihop_workspace import prepare
+  from racer_jax.hygrl import multihop_relevance
+  from racer_jax.hygrl import passages as hygrl_passages
+  from racer_jax.hygrl.multihop_workspace import prepare
+  from racer_jax.hygrl.passage_reranker import pair_text
   data = tiny.write(tmp_path / "data")
   from racer_jax.errors import ConfigError
   config = _cross_encoder_config("cross_encoder", epochs=1)
@@ -490,7 +496,7 @@ def test_a_tiny_run_with_the_cross_encoder_at_every_state(tmp_path):
   reranker = multihop_relevance.add_relevance(config, ws, workdir,
                                               log=lambda _: None)
   tables = multihop_relevance.search_tables(config, ws, reranker)
-  cfg = builders.hygrl_config(config)
+  cfg = hygrl_state.hygrl_config(config)
   assert cfg.pair_scorer is not None
   row = 0
   x = hygrl_passages.passage_inputs(ws.batch([row], 1), tables, cfg)

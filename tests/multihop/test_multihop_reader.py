@@ -8,8 +8,9 @@ import pytest
 
 from configs import hygrl_2wiki
 from racer_jax.errors import ConfigError
-from racer_jax.eval import evaluate_run, multihop_eval
+from racer_jax.hygrl import multihop_eval
 from racer_jax.llm import llm_backends
+from racer_jax.train import evaluate_run
 from tests.agents import stub_openai
 
 TITLES = ("Paris", "Lyon", "Rome", "Milan", "Oslo", "Bergen", "Madrid")

@@ -6,8 +6,8 @@ import pytest
 from configs import hygrl_2wiki
 from racer_jax.data import multihop
 from racer_jax.errors import DataError
+from racer_jax.hygrl import multihop_workspace
 from racer_jax.kg import passage_graph
-from racer_jax.runs import multihop_workspace
 from tests.multihop import tiny
 
 

@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from racer_jax.rl import hygrl_update, losses
+from racer_jax.hygrl import update as hygrl_update
+from racer_jax.rl import losses
 
 
 def test_discounted_returns_and_reinforce():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from racer_jax.answer.passage_reranker import pair_text
+from racer_jax.hygrl.passage_reranker import pair_text
 from racer_jax.text import minilm, pair_tokens
 
 WORDS = ["the", "river", "Anna", "Smith", "B.C.", "(band)", "1987", "who",

@@ -4,7 +4,7 @@ questions, not the first N in file order (issue 51)."""
 import ml_collections
 import numpy as np
 
-from racer_jax.train.multihop_stage import calibration_rows
+from racer_jax.hygrl.multihop_stage import calibration_rows
 
 
 def _config(seed, n):

@@ -10,10 +10,11 @@ import pytest
 
 from configs import csqa as csqa_config
 from configs import test as test_config
-from racer_jax.eval import retrieval_eval
-from racer_jax.runs import hygrl_state
+from racer_jax.hygrl import retrieval_eval
+from racer_jax.hygrl import stage as hygrl_stage
+from racer_jax.hygrl import state as hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.train import hygrl_stage, walker_stage
+from racer_jax.train import walker_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)

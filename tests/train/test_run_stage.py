@@ -7,8 +7,9 @@ import pytest
 from configs import csqa, hygrl_2wiki
 from configs import test as test_config
 from racer_jax.errors import ConfigError
+from racer_jax.hygrl import multihop_stage
 from racer_jax.runs import config_checks, registry
-from racer_jax.train import multihop_stage, run_stage
+from racer_jax.train import run_stage
 
 
 def test_every_stage_and_method_the_check_accepts_has_a_driver():

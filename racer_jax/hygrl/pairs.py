@@ -1,8 +1,8 @@
 """HyGRL's cross-encoder inside the jitted search: m_ce at every state.
 
-:class:`PairScorer` (static, in :class:`racer_jax.rl.hygrl.HyGRLConfig`)
+:class:`PairScorer` (static, in :class:`racer_jax.hygrl.search.HyGRLConfig`)
 and :class:`PairInputs` (each question's token pieces, in
-:class:`racer_jax.rl.hygrl.HyGRLInputs`) feed :func:`state_relevance`: the
+:class:`racer_jax.hygrl.search.HyGRLInputs`) feed :func:`state_relevance`: the
 pairs of one search state assembled on the device
 (:mod:`racer_jax.text.pair_tokens`) and scored in one call, a chunk at a
 time (:func:`chunked_logits`).

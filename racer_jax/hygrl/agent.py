@@ -1,7 +1,7 @@
 """HyGRL's beam retriever in the GraphAgent's place (``agents.graph=hygrl``).
 
 The trained policy's greedy adaptive beam (one jitted program over the
-batch, :func:`racer_jax.rl.hygrl.make_retrieval_eval`) selects a subgraph
+batch, :func:`racer_jax.hygrl.search.make_retrieval_eval`) selects a subgraph
 from the question concepts; on the host, the shortest paths inside that
 subgraph from a question concept to each choice's concepts become the
 choice's paths (shorter first). It keeps no shared memory.
@@ -17,11 +17,11 @@ import numpy as np
 
 from racer_jax.agents.templates import Triple
 from racer_jax.answer.path_text import RetrievedPath
-from racer_jax.rl import hygrl
-from racer_jax.runs import builders
-from racer_jax.runs.checkpoints import restore_run
-from racer_jax.runs.hygrl_state import create_state
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import state as hygrl_state
+from racer_jax.hygrl.state import create_state
 from racer_jax.runs import run_config
+from racer_jax.runs.checkpoints import restore_run
 
 _SHARED = ("data", "kg", "grounding", "subgraph", "batch", "text")
 
@@ -95,7 +95,7 @@ class HyGRLGraphAgent:
     self._params = state.params
     self._theta = np.asarray(record["theta"], np.float32)
     self._eval = hygrl.make_retrieval_eval(policy,
-                                           builders.hygrl_config(config))
+                                           hygrl_state.hygrl_config(config))
     self.ws = ws
     self.keep = paths_per_choice
     self.temperature = 0.0
@@ -117,3 +117,19 @@ class HyGRLGraphAgent:
             if batch.example_mask[b] else None
             for b in range(batch.example_mask.shape[0])]
     return out, rows
+
+
+def hygrl_graph_agent(agents, refiner_dir, ws, keep, backend, *, encoder,
+                      log):
+  """``agents.graph=hygrl``: HyGRL's beam retriever of the run
+  ``agents.hygrl_workdir``."""
+  if not agents.hygrl_workdir:
+    raise ValueError("agents.graph=hygrl needs agents.hygrl_workdir (a "
+                     "run trained with --config.method=hygrl)")
+  rconfig = run_config.load(refiner_dir, "refiner run")
+  return HyGRLGraphAgent(agents.hygrl_workdir, ws, rconfig, keep, log=log)
+
+
+def ablation_graph_agent(stack, run, log):
+  """HyGRL's beam retriever of the ablation's HyGRL run."""
+  return HyGRLGraphAgent(run, stack.ws, stack.rconfig, stack.keep, log=log)

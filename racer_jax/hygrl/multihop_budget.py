@@ -17,8 +17,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from racer_jax.hygrl.multihop_state import train_rows
 from racer_jax.runs import run_config
-from racer_jax.runs.multihop_state import train_rows
 
 TAUS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
         0.6, 0.7)
@@ -31,7 +31,7 @@ def fit_policy_tau(retriever_cls, config, ws, params, theta, rows,
   :data:`TAUS`) whose mean nodes added on ``rows`` is closest to the
   heuristic's (ties: the larger τ). Each τ compiles the search anew.
   ``tables``: the search's tables (default the node vectors;
-  :func:`racer_jax.runs.multihop_relevance.search_tables`)."""
+  :func:`racer_jax.hygrl.multihop_relevance.search_tables`)."""
   taus = tuple(float(t) for t in config.multihop.policy_tau_grid)
   node_vecs = (jax.device_put(ws.node_vecs) if tables is None
                else tables)

@@ -5,7 +5,7 @@
 * **Sufficiency judge** for the SCST reward: strictly, do the facts inside
   the retrieved subgraph let one deduce the gold answer (true/false).
 
-For each RL update, :func:`racer_jax.rl.hygrl_update.make_rl_proposal` shows the
+For each RL update, :func:`racer_jax.hygrl.update.make_rl_proposal` shows the
 searches the update will make; :meth:`LLMJudgements.external` asks the
 backend (all calls of the batch concurrently, through the response cache)
 and returns the arrays the jitted update takes in place of the offline
@@ -199,7 +199,7 @@ PASSAGE_JUDGE_SYSTEM = (
 
 class PassageJudgements(LLMJudgements):
   """The same verdicts over a passage graph (a multi-hop run's batches,
-  :mod:`racer_jax.rl.hygrl_passages`): nodes are named ``P:title`` /
+  :mod:`racer_jax.hygrl.passages`): nodes are named ``P:title`` /
   ``E:title``; the judge reads the retrieved passages' text (the first
   ``chars`` characters of each). ``examples``: per batch row, the
   ``(question, gold answer)``."""

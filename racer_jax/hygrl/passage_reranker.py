@@ -28,7 +28,7 @@ import optax
 from tqdm.auto import tqdm
 
 from racer_jax.answer import cross_encoder as ce
-from racer_jax.rl.hygrl_pairs import PairScorer
+from racer_jax.hygrl.pairs import PairScorer
 from racer_jax.text.pair_tokens import PairSpec
 
 

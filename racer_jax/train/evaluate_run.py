@@ -17,14 +17,22 @@ from pathlib import Path
 
 from racer_jax.data import validation
 from racer_jax.errors import ConfigError, a_or_an
+from racer_jax.eval import (
+  agents_eval,
+  answer_eval,
+  explorer_eval,
+  learning_curves,
+  llm_figures,
+  lm_knowledge,
+  refiner_eval,
+  report,
+  walker_eval,
+)
+from racer_jax.hygrl import multihop_eval, retrieval_eval
 from racer_jax.llm import llm_backends
+from racer_jax.lm import scorers
 from racer_jax.runs import registry, run_config
 from racer_jax.runs.config_checks import check_config
-from racer_jax.eval import (agents_eval, answer_eval, explorer_eval,
-                            learning_curves, llm_figures, lm_knowledge,
-                            multihop_eval, refiner_eval, report,
-                            retrieval_eval, walker_eval)
-from racer_jax.lm import scorers
 
 KINDS = ("walker", "hygrl", "multihop", "refiner", "agents", "answer_only",
          "compare")

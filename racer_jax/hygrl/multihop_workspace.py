@@ -31,7 +31,7 @@ class MultiHopWorkspace:
     seeds: per question, its seed entity nodes; spans int32 [Q]: distinct
       linked mentions (HyGRL's multi-entity filter keeps spans >= 2).
     arrays: the padded subgraphs, each [Q, ...] (see
-      :mod:`racer_jax.rl.hygrl_passages`), ``gold`` included.
+      :mod:`racer_jax.hygrl.passages`), ``gold`` included.
     report: counts (graph, linking, cut edges) for the run's report.
   """
   data: multihop.MultiHopSet

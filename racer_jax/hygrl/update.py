@@ -7,7 +7,7 @@ greedy search of the same policy through the same code path, reward = the
 retrieved subgraph is sufficient) + λ · pairwise margin ranking with the
 offline mentor (prefer the candidate closer to the gold answer; ties:
 higher fused score). The inputs, scorers and search are in
-:mod:`racer_jax.rl.hygrl`.
+:mod:`racer_jax.hygrl.search`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,17 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from racer_jax.hygrl.search import (
+  HyGRLConfig,
+  HyGRLInputs,
+  _sufficient,
+  _trace_logits,
+  anchor_of,
+  heuristic_prob,
+  hygrl_inputs,
+  search,
+)
 from racer_jax.rl import losses
-from racer_jax.rl.hygrl import (HyGRLConfig, HyGRLInputs, _sufficient,
-                                _trace_logits, anchor_of, heuristic_prob,
-                                hygrl_inputs, search)
 from racer_jax.rl.policy import HyGRLPolicy
 from racer_jax.rl.walker_update import TrainState, apply_guarded
 

@@ -6,7 +6,7 @@ normalized metrics; their fusion ``S`` (weights θ calibrated once, then
 frozen) is the HyGRL-Heuristic scorer and the imitation teacher; the
 learned policy σ(MLP([S_window ‖ A])) scores candidates from their
 embedding and their metrics. Both drive
-:func:`racer_jax.graph.beam.beam_search`.
+:func:`racer_jax.hygrl.beam.beam_search`.
 
 Whether a candidate grounds an answer choice is known at inference in
 multiple-choice QA, and about a third of a subgraph's nodes do. For a
@@ -15,7 +15,7 @@ comparison on equal information both scorers may use it or not:
 ``heuristic_choice`` adds it to the fusion as a fifth metric (calibrated
 with the other four).
 
-Training (imitation, then SCST + margin) is :mod:`racer_jax.rl.hygrl_update`.
+Training (imitation, then SCST + margin) is :mod:`racer_jax.hygrl.update`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from racer_jax.graph import beam, heuristics, teacher
-from racer_jax.rl import hygrl_pairs
+from racer_jax.graph import heuristics, teacher
+from racer_jax.hygrl import beam
+from racer_jax.hygrl import pairs as hygrl_pairs
 from racer_jax.rl.policy import HyGRLPolicy
 
 METRICS = ("ppr", "adamic_adar", "jaccard", "semantic")

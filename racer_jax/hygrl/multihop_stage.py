@@ -14,18 +14,22 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.agents.hygrl_mentors import (PassageJudgements, llm_roles,
-                                            role_backend, role_names)
-from racer_jax.eval import multihop_budget, multihop_eval
-from racer_jax.rl import hygrl_passages, hygrl_update
-from racer_jax.runs import multihop_relevance, run_config
-from racer_jax.runs.builders import hygrl_config
+from racer_jax.hygrl import multihop_budget, multihop_eval, multihop_relevance
+from racer_jax.hygrl import passages as hygrl_passages
+from racer_jax.hygrl import update as hygrl_update
+from racer_jax.hygrl.mentors import (
+  PassageJudgements,
+  llm_roles,
+  role_backend,
+  role_names,
+)
+from racer_jax.hygrl.multihop_state import create_state, prep_dir, train_rows
+from racer_jax.hygrl.multihop_workspace import MultiHopWorkspace, prepare
+from racer_jax.hygrl.stage import fit_fusion
+from racer_jax.hygrl.state import hygrl_config
+from racer_jax.runs import run_config
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs.multihop_state import (create_state, prep_dir,
-                                           train_rows)
-from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
 from racer_jax.runs.update_loop import run_stage_updates
-from racer_jax.train.hygrl_stage import fit_fusion
 
 STAGE = "hygrl_multihop"
 

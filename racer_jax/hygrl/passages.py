@@ -2,7 +2,7 @@
 and retrieval, as jitted programs over padded per-question graphs.
 
 A batch (host NumPy, leading axis B; built by
-:mod:`racer_jax.runs.multihop_workspace`) holds per question:
+:mod:`racer_jax.hygrl.multihop_workspace`) holds per question:
 
 * ``nodes`` int32 [B, N]: global node ids of the question's subgraph
   (:func:`racer_jax.kg.passage_graph.question_subgraph`), -1 padding;
@@ -12,7 +12,7 @@ A batch (host NumPy, leading axis B; built by
 * ``query`` float32 [B, d]: the question's unit vector;
 * ``example_mask`` bool [B]: a real row;
 * optionally ``relevance`` float32 [B, N]: m_ce of every node
-  (:mod:`racer_jax.runs.multihop_relevance`);
+  (:mod:`racer_jax.hygrl.multihop_relevance`);
 * with ``HyGRLConfig.pair_scorer`` (m_ce at every search state):
   ``pair_question`` int32 [B, Tq] and ``pair_question_len`` int32 [B], the
   question's tokens.
@@ -23,7 +23,7 @@ parameters), ``pair_titles`` int32 [V, Tt], ``pair_title_len`` int32 [V],
 ``pair_texts`` int32 [V, S], ``pair_text_len`` int32 [V] (every node's
 title and text tokens, :func:`racer_jax.text.pair_tokens.piece_table`).
 The beam, the heuristics, the policy and the losses are
-:mod:`racer_jax.rl.hygrl`'s.
+:mod:`racer_jax.hygrl.search`'s.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from racer_jax.graph import beam
-from racer_jax.rl import hygrl, hygrl_pairs
-from racer_jax.rl.hygrl import HyGRLConfig, HyGRLInputs
+from racer_jax.hygrl import beam
+from racer_jax.hygrl import pairs as hygrl_pairs
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl.search import HyGRLConfig, HyGRLInputs
 
 BATCH_KEYS = ("nodes", "seeds", "senders", "receivers", "edge_mask", "gold",
               "query", "example_mask")

@@ -29,16 +29,22 @@ from tqdm.auto import tqdm
 
 from racer_jax import machine
 from racer_jax.errors import ConfigError
-from racer_jax.eval import multihop_budget, multihop_llm, paired, qa_metrics
+from racer_jax.eval import paired, qa_metrics
 from racer_jax.eval.eval_output import EvalOutput
-from racer_jax.eval.multihop_budget import FIELD
+from racer_jax.hygrl import (
+  multihop_budget,
+  multihop_llm,
+  multihop_relevance,
+  multihop_workspace,
+)
+from racer_jax.hygrl import passages as hygrl_passages
+from racer_jax.hygrl.multihop_budget import FIELD
+from racer_jax.hygrl.multihop_state import create_state, prep_dir
+from racer_jax.hygrl.multihop_workspace import MultiHopWorkspace, prepare
+from racer_jax.hygrl.state import hygrl_config, make_hygrl_policy
 from racer_jax.llm import llm_backends
-from racer_jax.rl import hygrl_passages
-from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
+from racer_jax.runs import run_config
 from racer_jax.runs.checkpoints import restore_run, restore_template
-from racer_jax.runs.multihop_state import create_state, prep_dir
-from racer_jax.runs import multihop_relevance, multihop_workspace, run_config
-from racer_jax.runs.multihop_workspace import MultiHopWorkspace, prepare
 
 METHODS = ("policy", "heuristic", "bm25", "dense")
 READER_RANKINGS = ("policy", "bm25", "dense")  # the reader's default
@@ -186,7 +192,7 @@ def evaluate(config, data_dir, workdir, *, step=None, split=None,
   LLM backend adds the reader's figures over the top passages of each of
   ``reader_rankings`` (of :data:`METHODS`, or ``reranker``) and, with
   ``agents.graph=explorer``, the explorer's
-  (:mod:`racer_jax.eval.multihop_llm`), on the first ``max_questions``
+  (:mod:`racer_jax.hygrl.multihop_llm`), on the first ``max_questions``
   scored questions (0: all)."""
   workdir = Path(workdir)
   reader_rankings = check_reader_rankings(config, reader_rankings)

@@ -24,10 +24,11 @@ import tqdm
 
 from racer_jax.eval import eval_output
 from racer_jax.eval.eval_output import EvalOutput
-from racer_jax.rl import hygrl
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import state as hygrl_state
+from racer_jax.hygrl.state import create_state
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import restore_run
-from racer_jax.runs.hygrl_state import create_state
 from racer_jax.runs.workspace import load_workspace
 
 _KINDS = ("policy", "heuristic")
@@ -36,7 +37,7 @@ _KINDS = ("policy", "heuristic")
 def run_retrieval_eval(evaluate_fn, params, data, concept_emb, theta,
                        batch_size: int, *, rows_file=None,
                        progress: bool = False) -> dict:
-  """Runs :func:`racer_jax.rl.hygrl.make_retrieval_eval` over a split."""
+  """Runs :func:`racer_jax.hygrl.search.make_retrieval_eval` over a split."""
   sums = {f"{m}_{k}": 0.0 for m in ("recall", "nodes", "sufficient")
           for k in _KINDS}
   labeled = 0
@@ -86,7 +87,8 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
   state, record, step = restore_run(workdir, template, "HyGRL", step=step,
                                     log=log)
   theta = np.asarray(record["theta"], np.float32)
-  evaluate_fn = hygrl.make_retrieval_eval(policy, builders.hygrl_config(config))
+  evaluate_fn = hygrl.make_retrieval_eval(policy,
+                                          hygrl_state.hygrl_config(config))
   out = EvalOutput(workdir, f"{split}_step{step}.retrieval")
   with out.questions() as f:
     figures = run_retrieval_eval(evaluate_fn, state.params, ws.splits[split],
@@ -95,7 +97,7 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
                                  progress=progress)
   sweep = []
   for tau in taus:
-    cfg = dataclasses.replace(builders.hygrl_config(config),
+    cfg = dataclasses.replace(hygrl_state.hygrl_config(config),
                               heuristic_tau=float(tau))
     cfg = dataclasses.replace(cfg, beam=dataclasses.replace(
         cfg.beam, tau=float(tau)))
@@ -107,10 +109,10 @@ def evaluate(config, data_dir, workdir, *, step: int | None = None,
              "heuristic_tau": config.hygrl.heuristic_tau,
              "questions": len(ws.splits[split].examples), **figures,
              "fusion_weights": dict(zip(
-                 hygrl.fusion_metrics(builders.hygrl_config(config)),
+                 hygrl.fusion_metrics(hygrl_state.hygrl_config(config)),
                  np.asarray(jax.nn.softmax(theta)).round(4).tolist())),
-             "policy_choice": builders.hygrl_config(config).policy_choice,
-             "heuristic_choice": builders.hygrl_config(
+             "policy_choice": hygrl_state.hygrl_config(config).policy_choice,
+             "heuristic_choice": hygrl_state.hygrl_config(
                  config).heuristic_choice}
   if sweep:
     figures["sweep"] = sweep

@@ -10,11 +10,12 @@ import numpy as np
 import optax
 
 from racer_jax.errors import ConfigError
+from racer_jax.hygrl import search as hygrl
+from racer_jax.hygrl import update as hygrl_update
+from racer_jax.hygrl.multihop_workspace import MultiHopWorkspace
+from racer_jax.hygrl.state import hygrl_config, make_hygrl_policy
 from racer_jax.memory import edge_memory
-from racer_jax.rl import hygrl, hygrl_update
 from racer_jax.rl import walker_update as train_lib
-from racer_jax.runs.builders import hygrl_config, make_hygrl_policy
-from racer_jax.runs.multihop_workspace import MultiHopWorkspace
 
 
 def prep_dir(config, workdir) -> Path:

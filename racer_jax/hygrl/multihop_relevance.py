@@ -1,12 +1,12 @@
 """HyGRL's m_ce on the passage graph: the run's MiniLM cross-encoder
-(:mod:`racer_jax.answer.passage_reranker`), fine-tuned on its training
+(:mod:`racer_jax.hygrl.passage_reranker`), fine-tuned on its training
 questions.
 
 * ``multihop.relevance=cross_encoder``: it scores every node of every
   question's subgraph once against the question and its seed entities.
   The table ``relevance`` float32 [Q, N] (σ of the logit; 0 on padding)
   joins the workspace's arrays; the policy reads it in HyGRL's (2L+1)-dim
-  vector (:func:`racer_jax.rl.hygrl.score_features`).
+  vector (:func:`racer_jax.hygrl.search.score_features`).
 * ``multihop.relevance=cross_encoder_state``: the paper's m_ce(Q ⊕ N_s, a)
   at every search state, inside the jitted search. The workspace gets the
   questions' tokens (``pair_question``, ``pair_question_len``) and
@@ -30,10 +30,10 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.answer.passage_reranker import (PassageReranker, pair_text,
-                                               train_reranker)
 from racer_jax.errors import ConfigError
-from racer_jax.runs.multihop_workspace import MultiHopWorkspace
+from racer_jax.hygrl.multihop_workspace import MultiHopWorkspace
+from racer_jax.hygrl.passage_reranker import (PassageReranker, pair_text,
+                                              train_reranker)
 from racer_jax.text import pair_tokens
 
 RERANKER_FILE = "reranker.msgpack"

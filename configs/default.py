@@ -40,7 +40,7 @@ class Data:
   splits: tuple[str, ...] = setting(
       ("train", "dev", "test"),
       "The splits prepared and loaded.")
-  files: DataFiles = section(DataFiles)
+  files: DataFiles = section(DataFiles, more_keys=True)
   on_bad_line: str = setting(
       "error",
       "A malformed line of a question file: error (one line naming file, line"

@@ -41,9 +41,12 @@ def setting(default, doc: str, *, choices=(), at_least=None, above=None,
   return dataclasses.field(default=default, metadata={"rule": rule})
 
 
-def section(cls):
-  """A config section: the dataclass ``cls`` with its defaults."""
-  return dataclasses.field(default_factory=cls, metadata={"section": True})
+def section(cls, *, more_keys: bool = False):
+  """A config section: the dataclass ``cls`` with its defaults.
+  ``more_keys``: a config file may add string fields of its own (a file per
+  split of its own naming, ``data.files``)."""
+  return dataclasses.field(default_factory=cls, metadata={
+      "section": True, "more_keys": more_keys})
 
 
 def _is_section(f: dataclasses.Field) -> bool:
@@ -129,11 +132,20 @@ def check_value(key: str, value, rule: Rule) -> str | None:
   return None
 
 
+def _open_sections(schema, prefix: str = "") -> Iterator[str]:
+  for f in dataclasses.fields(schema):
+    if _is_section(f):
+      if f.metadata.get("more_keys"):
+        yield f"{prefix}{f.name}."
+      yield from _open_sections(getattr(schema, f.name), f"{prefix}{f.name}.")
+
+
 def field_errors(config, schema) -> list[str]:
   """Every value of ``config`` its field's declaration in ``schema`` does
   not allow, and every section field the schema does not declare."""
   errors = []
   known = set()
+  open_prefixes = tuple(_open_sections(schema))
   for key, _, rule in declared(schema):
     known.add(key)
     value = value_at(config, key)
@@ -146,6 +158,9 @@ def field_errors(config, schema) -> list[str]:
     node = config[name]
     if isinstance(node, ml_collections.ConfigDict) and name in names:
       for key in _leaves(node, f"{name}."):
+        if key.startswith(open_prefixes) and isinstance(
+            value_at(config, key), str):
+          continue
         if key not in known and not any(k.startswith(key + ".")
                                         for k in known):
           close = difflib.get_close_matches(key, known, 1)

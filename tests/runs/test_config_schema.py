@@ -91,6 +91,16 @@ def test_a_misspelt_field_in_a_config_file_is_refused():
     check_config(config)
 
 
+def test_a_split_file_of_its_own_naming_is_allowed():
+  config = default.get_config()
+  config.data.dataset = "jsonl"
+  config.data.files.extra = "extra.jsonl"   # a split named by the user
+  check_config(config)
+  config.data.files.broken = 3
+  with pytest.raises(ConfigError, match="data.files.broken: not a setting"):
+    check_config(config)
+
+
 def test_a_setting_default_must_be_immutable():
   with pytest.raises(TypeError):
     config_schema.setting([1, 2], "a list")

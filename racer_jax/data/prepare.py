@@ -46,7 +46,9 @@ def _read_meta(path: Path) -> dict | None:
     return None
 
 
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
+  """``obj`` as indented JSON at ``path``, atomically (tmp + rename)."""
+  path = Path(path)
   tmp = path.with_suffix(path.suffix + ".tmp")
   tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
   os.replace(tmp, path)
@@ -94,7 +96,7 @@ def load_or_build_kg(config, data_dir, out_dir: Path, log=print,
   kg, report = build_kg(config, data_dir, progress)
   kg.save(kg_path)
   report["fingerprint"] = fp
-  _write_json(meta_path, report)
+  write_json(meta_path, report)
   return store.KnowledgeGraph.load(kg_path), report
 
 
@@ -212,12 +214,12 @@ def prepare(config, data_dir, out_dir, *, progress: bool = True,
       continue
     splits[split] = prepare_split(config, split, kg, grounder, extractor,
                                   data_dir, out_dir, progress)
-    _write_json(meta_path, {"fingerprint": fp, "report": splits[split]})
+    write_json(meta_path, {"fingerprint": fp, "report": splits[split]})
   for split_report in splits.values():
     check_grounded(config, split_report, kg_report)
   report = summarize(kg_report, splits)
   report["grounder_index"] = dict(grounder.index_report)
-  _write_json(out_dir / "report.json", report)
+  write_json(out_dir / "report.json", report)
   return report
 
 

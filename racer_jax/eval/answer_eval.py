@@ -38,7 +38,8 @@ from racer_jax.agents import answer_inputs
 from racer_jax.agents.answer_agent import (AnswerRequest, LocalAnswerer,
                                            ensemble_probs)
 from racer_jax.answer import cross_encoder_step
-from racer_jax.eval.eval_output import EvalOutput, write_json
+from racer_jax.data.prepare import write_json
+from racer_jax.eval.eval_output import EvalOutput
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs import run_config
 

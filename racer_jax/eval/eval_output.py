@@ -33,6 +33,8 @@ import os
 from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
+from racer_jax.data.prepare import write_json
+
 QUESTIONS = "questions.jsonl"
 METRICS = "metrics.json"
 REPORT = "report.md"
@@ -77,14 +79,6 @@ class EvalOutput:
     if log is not None:
       log(f"evaluation: {self.dir}")
     return figures
-
-
-def write_json(path: Path, obj) -> None:
-  """``obj`` as indented JSON at ``path``, atomically (tmp + rename)."""
-  path = Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  tmp.write_text(json.dumps(obj, indent=1))
-  os.replace(tmp, path)
 
 
 def figures_table(title: str, figures: dict) -> list[str]:

@@ -5,7 +5,6 @@ from configs import default
 
 def get_config():
   config = default.get_config()
-  config.walker.graph = "kg"  # RACER's setting: the whole graph
   # CN-100K's 76k concepts: per-question score tables over all nodes prune
   # 2.0x faster than gathers of the candidates' vectors (kg_rollout
   # benchmark, width 256); on the 800k-concept graph gathers win (0.77x)

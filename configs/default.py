@@ -85,7 +85,8 @@ class Grounding:
 
 @dataclasses.dataclass(frozen=True)
 class Subgraph:
-  """Per-question subgraphs (HyGRL on CSQA, the subgraph walker)."""
+  """Per-question subgraphs: HyGRL's search space on CSQA, and where every
+  stage reads a question's grounded concepts from."""
   max_hops: int = setting(
       2,
       "Hops from the question's concepts kept in its subgraph.")
@@ -115,11 +116,6 @@ class Batch:
       ((32, 128), (64, 512), (128, 1536), (256, 4096)),
       "Shape buckets (nodes incl. >= 1 padding node, edges). Must cover "
       "(max_nodes + 1, max_edges) so that every subgraph fits one.")
-  shards: int = setting(
-      0,
-      "Question shards of the training split (0: one per process). Each "
-      "process loads only its shards; a batch is one sub-batch per shard.",
-      at_least=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,34 +142,27 @@ class Text:
 @dataclasses.dataclass(frozen=True)
 class Walker:
   """The RL walker (RACER's GraphAgent)."""
-  graph: str = setting(
-      "subgraph",
-      "`kg`: walk the whole knowledge graph (each node's first `bandwidth` "
-      "edges in the store's importance order are its candidates); `subgraph`:"
-      " the per-question subgraph cut between question and choices (kept for "
-      "comparison and HyGRL).",
-      choices=("kg", "subgraph"))
   bandwidth: int = setting(
       256,
-      "kg: candidate edges per node, the first in the store's importance "
+      "Candidate edges per node, the first in the store's importance "
       "order.",
       at_least=1)
   max_question_concepts: int = setting(
       32,
-      "kg: start concepts kept per question.")
-  max_choice_concepts: int = setting(8, "kg: target concepts kept per choice.")
+      "Start concepts kept per question.")
+  max_choice_concepts: int = setting(8, "Target concepts kept per choice.")
   eval_samples: int = setting(
       16,
-      "kg: sampled walks per choice in evaluation.")
+      "Sampled walks per choice in evaluation.")
   teacher_stops: bool = setting(
       False,
-      "kg: the teacher coin also forces STOP where no kept candidate is one "
+      "The teacher coin also forces STOP where no kept candidate is one "
       "hop closer (False: there is no teacher action there, the walker "
       "samples; on CSQA dev 0.666-0.682 reachable hit rate against "
       "0.624-0.635, 3 seeds)")
   score_tables: bool = setting(
       False,
-      "kg: pruning scores from per-question tables over all nodes instead of "
+      "Pruning scores from per-question tables over all nodes instead of "
       "gathers of the candidates' vectors (exact either way; speed differs)")
   hidden: int = setting(64, "The policy's recurrent state width.", at_least=1)
   recurrent: str = setting(
@@ -196,10 +185,6 @@ class Walker:
   stop_at_target: bool = setting(
       True,
       "A walk ends when it reaches a target concept.")
-  heuristic_weight: float = setting(
-      0.0,
-      "HyGRL's fused heuristic as an extra pruning score (0: off); its fusion"
-      " weights are calibrated at the start of training (see config.hygrl).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,6 @@ def get_config():
   config.batch.batch_size = 8
   config.batch.buckets = ((32, 128), (64, 512))
   config.walker.top_k = 8
-  config.walker.graph = "kg"  # the whole (demo) graph, as RACER walks
   config.train.num_steps = 300
   config.train.learning_rate = 3e-3
   config.train.log_every = 25

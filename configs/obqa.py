@@ -9,7 +9,6 @@ def get_config():
   config.data.dataset = "obqa"
   config.data.splits = ("train", "dev")
   config.batch.num_choices = 4
-  config.walker.graph = "kg"  # RACER's setting: the whole graph
   # CN-100K's 76k concepts: per-question score tables over all nodes prune
   # 2.0x faster than gathers of the candidates' vectors (kg_rollout
   # benchmark, width 256); on the 800k-concept graph gathers win (0.77x)

@@ -13,9 +13,6 @@ def get_config():
   config.walker.hidden = 16
   config.walker.num_walkers = 4
   config.walker.top_k = 4
-  # Tests pick the walker's graph themselves; most exercise the subgraph
-  # walker's programs, the whole-graph ones opt in.
-  config.walker.graph = "subgraph"
   config.train.num_steps = 20
   config.train.log_every = 5
   config.train.checkpoint_every = 10

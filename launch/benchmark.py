@@ -2,21 +2,17 @@ r"""Speed and memory benchmarks (``launch/bench/``, outside the installed
 package). Each prints a table, then one JSON line.
 
   python launch/benchmark.py prepare --data_dir=DATA
-  python launch/benchmark.py rollout [--data_dir=DATA]
   python launch/benchmark.py hygrl [--data_dir=DATA]
   python launch/benchmark.py kg_rollout --size=cn100k|multihopkg|fullsize
   python launch/benchmark.py lm_score [--lm_model=FILE.gguf]
 
 ``prepare``: CN-100K ingest, grounding and subgraph extraction for all of
 CommonsenseQA, and a generated graph of full-ConceptNet size, against
-plain-Python references measured in the same run. ``rollout``: walker-steps
-per second of the jitted rollout and training update against a plain-Python
-loop, a NumPy loop batched over walkers and eager PyTorch, for 1 ... 4096
-walkers. ``hygrl``: questions per second of HyGRL's jitted greedy beam
+plain-Python references measured in the same run. ``hygrl``: questions per second of HyGRL's jitted greedy beam
 search against its plain-Python reference, and of one jitted RL update.
-``kg_rollout``: the whole-graph walker's walker-steps per second in
-inference and training, against NumPy and eager-PyTorch walks batched per
-hop. ``lm_score``: the JAX LM scorer against llama.cpp on one GGUF. A
+``kg_rollout``: the walker's walker-steps per second in inference and
+training on the whole graph, against NumPy and eager-PyTorch walks
+batched per hop. ``lm_score``: the JAX LM scorer against llama.cpp on one GGUF. A
 flag of another benchmark is refused.
 """
 
@@ -27,16 +23,14 @@ from absl import flags
 
 from racer_jax import entry_point
 from bench import (hygrl_bench, kg_rollout_bench, lm_score_bench,
-                   prepare_bench, rollout_bench, timing)
+                   prepare_bench, timing)
 from racer_jax.data import datasets
 
 _DATA_DIR = flags.DEFINE_string("data_dir", None,
                                 "Data directory (default: $RACER_DATA_DIR).")
-_PREP_DIR = flags.DEFINE_string("prep_dir", None, "rollout, hygrl: "
-                                "prepared-data cache (default: a temporary "
-                                "folder).")
+_PREP_DIR = flags.DEFINE_string("prep_dir", None, "hygrl: prepared-data "
+                                "cache (default: a temporary folder).")
 OPTIONS = {"prepare": prepare_bench.PrepareOptions,
-           "rollout": rollout_bench.RolloutOptions,
            "hygrl": hygrl_bench.HygrlOptions,
            "kg_rollout": kg_rollout_bench.KgRolloutOptions,
            "lm_score": lm_score_bench.LmScoreOptions}
@@ -48,7 +42,7 @@ def main(kind):
     if other != kind and entry_point.set_flags(cls):
       entry_point.fail(f"--{entry_point.set_flags(cls)[0]} is a flag of the "
                        f"{other} benchmark, not of {kind}")
-  if _PREP_DIR.present and kind not in ("rollout", "hygrl"):
+  if _PREP_DIR.present and kind != "hygrl":
     entry_point.fail(f"--prep_dir does not apply to the {kind} benchmark")
   options = _READ[kind]()
   data_dir = datasets.resolve_data_dir(_DATA_DIR.value)
@@ -61,9 +55,6 @@ def main(kind):
     elif kind == "hygrl":
       figures = hygrl_bench.bench_hygrl(data_dir, _PREP_DIR.value or work_dir,
                                         options)
-    elif kind == "rollout":
-      figures = rollout_bench.bench_rollout(
-          data_dir, _PREP_DIR.value or work_dir, options)
     else:
       if data_dir is None:
         entry_point.fail("the prepare benchmark needs --data_dir (or "

@@ -4,7 +4,7 @@ MultiHopKG style: all walkers advance together, one set of array ops per
 hop: gather each walker's padded candidates (``ptr[u] + arange(B)`` into
 the capped CSR), mask visited concepts, score them semantically, keep the
 top K (a stable argsort: ties by lower slot), score those from the
-history state, sample. The math is :mod:`racer_jax.rl.kg_rollout`'s with
+history state, sample. The math is :mod:`racer_jax.rl.rollout`'s with
 the same flax parameters and the same uniforms ``[B, W, T, 2]`` (inverse-
 CDF sampling, then the teacher coin), so greedy and sampled walks match
 the JAX walker (tests check it).

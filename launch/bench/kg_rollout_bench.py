@@ -31,13 +31,13 @@ import numpy as np
 from configs import default
 from racer_jax import entry_point
 from . import kg_numpy_walker, kg_torch_walker, timing
-from .torch_walker import to_torch
+from .kg_torch_walker import to_torch
 from racer_jax.data import prepare
 from racer_jax.data.goal_batch import GoalBatch
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth as bandwidth_lib
 from racer_jax.kg import synthetic
-from racer_jax.rl import kg_rollout, kg_walker_update
+from racer_jax.rl import rollout, walker_update
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.rl.policy import WalkerPolicy
 from racer_jax.rl.reward import RewardWeights
@@ -134,7 +134,7 @@ def bench_kg_rollout(data_dir, options: KgRolloutOptions,
   targets, starts = _inputs(kg, table, walkers, per_q, rng)
   b = starts.shape[0]
   q_idx = rng.integers(0, kg.num_concepts, b)
-  inputs = kg_rollout.GoalInputs(
+  inputs = rollout.GoalInputs(
       query=jnp.asarray(emb[q_idx]), target=jnp.asarray(emb[targets[:, 0]]),
       target_concepts=jnp.asarray(targets), starts=jnp.asarray(starts),
       start_mask=jnp.ones(starts.shape, bool))
@@ -146,7 +146,7 @@ def bench_kg_rollout(data_dir, options: KgRolloutOptions,
   uniforms = jax.random.uniform(jax.random.PRNGKey(1), (b, per_q, t_max, 2))
 
   def compiled(rollout_cfg):
-    fn = jax.jit(lambda p, x, u: kg_rollout.rollout(
+    fn = jax.jit(lambda p, x, u: rollout.rollout(
         policy, p, graph, x, rel_dev, None, 0.0, rollout_cfg, weights,
         uniforms=u, teacher=False))
     t0 = time.perf_counter()
@@ -188,7 +188,7 @@ def bench_kg_rollout(data_dir, options: KgRolloutOptions,
     tcfg = train_lib.WalkerTrainConfig(
         rollout=dataclasses.replace(cfg, prune=prune_on),
         num_walkers=per_q, reward=weights)
-    step_fn = kg_walker_update.make_kg_train_step(policy, optimizer, tcfg)
+    step_fn = walker_update.make_train_step(policy, optimizer, tcfg)
     batch = GoalBatch(
         question_concepts=jnp.asarray(starts),
         choice_concepts=jnp.asarray(targets)[:, None],

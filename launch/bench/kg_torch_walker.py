@@ -13,7 +13,6 @@ import importlib
 
 import numpy as np
 
-from .torch_walker import to_torch, walker_loss
 from racer_jax.rl.policy import GATES, MASKED_LOGIT
 from racer_jax.rl.rollout import RolloutConfig
 
@@ -22,6 +21,42 @@ UNREACHABLE = 127
 
 def _torch():
   return importlib.import_module("torch")
+
+
+def to_torch(tree, requires_grad: bool = False):
+  """NumPy pytree (dicts, leaves) -> torch tensors (ints become int64)."""
+  torch = _torch()
+  if isinstance(tree, dict):
+    return {k: to_torch(v, requires_grad) for k, v in tree.items()}
+  x = np.asarray(tree)
+  if x.dtype.kind in "iu":
+    return torch.from_numpy(x.astype(np.int64))
+  t = torch.from_numpy(np.array(x))
+  return t.requires_grad_(requires_grad) if x.dtype.kind == "f" else t
+
+
+def walker_loss(traj, valid, cfg):
+  """rl/losses.py and ``train._walker_losses``: REINFORCE with a
+  leave-one-out baseline + teacher + entropy; mean over valid walkers."""
+  torch = _torch()
+  active, forced = traj["active"], traj["teacher_forced"]
+  returns, g = torch.zeros_like(traj["reward"]), 0.0
+  for t in reversed(range(returns.shape[-1])):
+    g = torch.where(active[..., t], traj["reward"][..., t] + cfg.gamma * g,
+                    0.0)
+    returns[..., t] = g
+  v = valid[..., None].float()                                  # [B, W, 1]
+  count = v.sum(1, keepdim=True)
+  others = (count - v).clamp_min(1.0)
+  baseline = torch.where(count > 1, ((returns * v).sum(1, keepdim=True) -
+                                     returns * v) / others, 0.0)
+  lp = traj["log_prob"]
+  pg = -((active & ~forced).float() * lp * (returns - baseline)).sum(-1)
+  tf = -cfg.teacher_return * ((active & forced).float() * lp).sum(-1)
+  ent = -torch.where(active, traj["entropy"], 0.0).sum(-1)
+  per_walker = pg + cfg.teacher_weight * tf + cfg.entropy_coef * ent
+  vf = valid.float()
+  return (per_walker * vf).sum() / vf.sum().clamp_min(1.0)
 
 
 def _unwrap(params):

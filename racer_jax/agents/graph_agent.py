@@ -33,21 +33,14 @@ from racer_jax.runs.refiner_state import (
 )
 
 
-def read_paths(kg, batch, out: dict, row: int, num_choices: int,
-               keep: int, global_ids: bool = False
-               ) -> list[list[RetrievedPath]]:
+def read_paths(kg, out: dict, row: int, num_choices: int,
+               keep: int) -> list[list[RetrievedPath]]:
   """One question's best ``keep`` paths per choice (host side).
 
-  ``out``: the retriever's output, on the host; ``row``: the batch row;
-  ``global_ids``: its nodes and edges are global ids (the whole-graph
-  walker), not the row's subgraph's. Zero-hop paths carry no evidence and
-  are skipped.
+  ``out``: the retriever's output, on the host (global concept and edge
+  ids); ``row``: the batch row. Zero-hop paths carry no evidence and are
+  skipped.
   """
-  if global_ids:
-    concept = edge_id = lambda i: int(i)
-  else:
-    concept = np.asarray(batch.graphs.nodes["concept"][row]).__getitem__
-    edge_id = np.asarray(batch.graphs.edges["edge_id"][row]).__getitem__
   valid, score = out["valid"][row], out["score"][row]
   per_choice: list[list[RetrievedPath]] = [[] for _ in range(num_choices)]
   for p in np.argsort(-score, kind="stable"):
@@ -56,13 +49,13 @@ def read_paths(kg, batch, out: dict, row: int, num_choices: int,
       continue
     triples, ok = [], True
     for h in np.flatnonzero(out["edges"][row, p] >= 0):
-      head = int(concept(out["nodes"][row, p, h]))
-      tail = int(concept(out["nodes"][row, p, h + 1]))
+      head = int(out["nodes"][row, p, h])
+      tail = int(out["nodes"][row, p, h + 1])
       rel = int(out["relations"][row, p, h])
       ok &= kg.has_edge(head, rel, tail)
       triples.append(Triple(kg.concepts[head], kg.relations[rel],
                             kg.concepts[tail],
-                            int(edge_id(out["edges"][row, p, h]))))
+                            int(out["edges"][row, p, h])))
     if triples:
       per_choice[c].append(RetrievedPath(triples, float(score[p]),
                                          bool(out["reached"][row, p]),
@@ -249,8 +242,7 @@ class GraphAgent:
     if self.rank_by == "logprob":
       out = dict(out, score=np.where(out["valid"], out["log_prob"], -np.inf))
     c = batch.choice_valid.shape[1]
-    rows = [read_paths(self.ws.kg, batch, out, b, c, self.keep,
-                       global_ids=self._whole is not None)
+    rows = [read_paths(self.ws.kg, out, b, c, self.keep)
             if batch.example_mask[b] else None
             for b in range(batch.example_mask.shape[0])]
     return out, rows

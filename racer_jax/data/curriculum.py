@@ -4,10 +4,9 @@ structural difficulty of each training question.
 Difficulty of a question (host side, once per split) combines
 
 - ``hops``: the shortest hop distance from a question concept to a
-  gold-choice concept — in its subgraph (:func:`structural_features`) or,
-  for the whole-graph walker, on the capped whole graph within the walk's
-  horizon (``racer_jax.runs.kg_walker_inputs.kg_structural_features``);
-  unreachable counts as the longest;
+  gold-choice concept on the capped whole graph within the walk's horizon
+  (``racer_jax.runs.walker_inputs.kg_structural_features``); unreachable
+  counts as the longest;
 - ``degree``: the mean out-degree of its question concepts (more branches
   to choose from);
 - ``seeds``: its number of question concepts (more starts to walk from);
@@ -20,9 +19,8 @@ At update ``s`` the *competence* ``c(s) = min(1, c0 + (1 - c0) · s /
 (ramp · num_steps))`` (linear pacing; Platanios et al., 2019) sets the
 sampling weight of a question to ``exp(-max(0, d - c) / τ)``: everything
 at most as hard as ``c`` is equally likely, harder questions fade in as
-``c`` grows, and after the ramp the sampler is uniform. A batch draws a
-shape bucket in proportion to its members' total weight, then
-``batch_size`` questions of that bucket without replacement, from
+``c`` grows, and after the ramp the sampler is uniform. A batch draws
+``batch_size`` questions without replacement, from
 ``numpy.random.default_rng([seed, step])`` — so the batch of a step is a
 function of ``(seed, step)`` and a resumed run is exact.
 """
@@ -32,41 +30,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
-from racer_jax.kg.subgraph import Subgraph
-
-
-def gold_distance(sg: Subgraph, gold: int) -> int:
-  """Hops from the question concepts to the gold choice's concepts along
-  the subgraph's edges (``n`` when unreachable or without a gold label)."""
-  n = sg.num_nodes
-  if gold is None or gold < 0 or gold >= sg.choice_mask.shape[1]:
-    return n
-  targets = sg.choice_mask[:, gold]
-  frontier = sg.is_question.copy()
-  seen = frontier.copy()
-  for d in range(n):
-    if np.any(frontier & targets):
-      return d
-    nxt = np.zeros(n, bool)
-    nxt[sg.receivers[frontier[sg.senders]]] = True
-    frontier = nxt & ~seen
-    if not frontier.any():
-      return n
-    seen |= frontier
-  return n
-
-
-def structural_features(subgraphs, gold) -> np.ndarray:
-  """float64 [Q, 3]: gold hop distance, mean out-degree of the question
-  concepts, number of question concepts."""
-  out = np.zeros((len(subgraphs), 3))
-  for i, (sg, g) in enumerate(zip(subgraphs, gold)):
-    degree = np.bincount(sg.senders, minlength=sg.num_nodes)
-    q = sg.is_question
-    out[i] = (gold_distance(sg, -1 if g is None else int(g)),
-              degree[q].mean() if q.any() else 0.0, q.sum())
-  return out
 
 
 def percentile_rank(x: np.ndarray) -> np.ndarray:
@@ -113,9 +76,8 @@ class Schedule:
 
 class CurriculumSampler:
   """``batch_for_step`` of a dataset with easy-to-hard bias (see the module
-  docstring). The dataset is a :class:`BucketedDataset` (shape buckets,
-  ``batch(bucket, positions, ...)``) or a one-shape dataset such as the
-  whole-graph walker's ``GoalDataset`` (``batch(positions, ...)``).
+  docstring) over a one-shape dataset such as the walker's
+  ``GoalDataset`` (``ids``, ``batch(positions, batch_size, rows)``).
 
   Args:
     features: float64 [Q, 3] per dataset row (hops, degree, seeds).
@@ -130,30 +92,21 @@ class CurriculumSampler:
       raise ValueError(f"{self.features.shape[0]} feature rows for a "
                        f"dataset of {n} questions")
     self.difficulty = difficulty(self.features, weights)
-    self._bucketed = hasattr(dataset, "members")
-    self._members = (dataset.members if self._bucketed
-                     else {None: np.arange(n)})
 
   def positions_for_step(self, step: int, seed: int, batch_size: int
-                         ) -> tuple[int | None, np.ndarray]:
-    """``(bucket, positions within the bucket)`` of step ``step`` (bucket
-    None for a one-shape dataset, whose positions are its rows)."""
+                         ) -> np.ndarray:
+    """The dataset rows of step ``step``, ascending."""
     w = self.schedule.weights(self.difficulty, step, self.num_steps)
     rng = np.random.default_rng([seed, step, 0xC0])
-    buckets = list(self._members)
-    mass = np.array([w[self._members[b]].sum() for b in buckets])
-    b = buckets[rng.choice(len(buckets), p=mass / mass.sum())]
-    pw = w[self._members[b]]
-    k = min(batch_size, int(np.count_nonzero(pw)))
-    positions = rng.choice(len(pw), size=k, replace=False, p=pw / pw.sum())
-    return b, np.sort(positions)
+    rng.random()  # the draw that chose a shape bucket once: same batches
+    k = min(batch_size, int(np.count_nonzero(w)))
+    positions = rng.choice(len(w), size=k, replace=False, p=w / w.sum())
+    return np.sort(positions)
 
   def batch_for_step(self, step: int, seed: int, batch_size: int,
                      rows: slice | None = None):
-    bucket, positions = self.positions_for_step(step, seed, batch_size)
-    if not self._bucketed:
-      return self.dataset.batch(positions, batch_size, rows)
-    return self.dataset.batch(bucket, positions, batch_size, rows)
+    return self.dataset.batch(self.positions_for_step(step, seed, batch_size),
+                              batch_size, rows)
 
   def mean_difficulty(self, step: int) -> float:
     """Expected difficulty of a sampled question at ``step`` (for logs)."""

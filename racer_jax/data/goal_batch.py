@@ -1,6 +1,6 @@
-"""Fixed-shape question batches for the whole-graph walker.
+"""Fixed-shape question batches for the walker.
 
-The whole-graph walker needs no subgraph: per question, only the grounded
+The walker needs no subgraph: per question, only the grounded
 concept ids (global) of the question and of each choice, the question's
 embedding and the gold index. :class:`GoalDataset` pads them to
 ``[B, Q]`` / ``[B, C, A]`` (one shape for every batch, so every program

@@ -1,5 +1,6 @@
-"""Pure JAX over one padded question graph: the walk environment, the BFS
-teacher and semantic action pruning. Callers ``vmap`` over questions.
+"""Pure JAX graph functions: the whole capped graph the walker walks
+(candidates, pruning, the BFS teacher's distances), the BFS teacher over a
+padded question subgraph (HyGRL) and HyGRL's graph heuristics.
 
 Nothing here reads files, prints or calls an LLM.
 """

@@ -1,5 +1,6 @@
-"""The BFS teacher: hop distance to the target set and a one-step-closer
-action per node. Written for one question; ``vmap`` it over a batch.
+"""The BFS hop distance to a target set over a padded question subgraph
+(HyGRL's teacher and heuristics). Written for one question; ``vmap`` it
+over a batch.
 """
 
 from __future__ import annotations
@@ -53,37 +54,3 @@ def bfs_distance(senders, receivers, edge_mask, is_target, node_mask):
       lambda carry: carry[3] & (carry[2] <= n), body,
       (reached, dist, jnp.int32(1), jnp.bool_(True)))
   return dist
-
-
-def teacher_actions(dist, action_node, action_mask, action_score,
-                    descending: bool = False):
-  """The teacher's action at every node.
-
-  Among a node's (pruned) actions, those leading to a node one hop closer to
-  the targets; of these the one with the highest semantic score (the first
-  such slot on exact ties). STOP (index ``K``) at a target, where the target
-  is unreachable, or where pruning (or the neighbor-table cap
-  ``max_degree``) removed every closer neighbor.
-
-  Args:
-    dist: int32 [N] from :func:`bfs_distance`.
-    action_node: int32 [N, K] the node each action leads to;
-    action_mask: bool [N, K]; action_score: float32 [N, K].
-    descending: the valid actions of each node are already in descending
-      order of score, ties by slot (pruning's top-K order): the best closer
-      action is then the first, and no max over the scores is needed.
-
-  Returns:
-    int32 [N] in ``[0, K]``.
-  """
-  k = action_node.shape[1]
-  closer = (action_mask & (dist[action_node] == dist[:, None] - 1)
-            & (dist < UNREACHABLE)[:, None])
-  best = closer
-  if not descending:
-    # argmax as max + smallest matching slot (the variadic reduction that
-    # jnp.argmax lowers to is several times slower on CPU).
-    score = jnp.where(closer, action_score, -jnp.inf)
-    best = closer & (score == jnp.max(score, axis=1, keepdims=True))
-  # The first best slot; K (STOP) where no action is closer.
-  return jnp.min(jnp.where(best, jnp.arange(k), k), axis=1).astype(jnp.int32)

@@ -1,4 +1,4 @@
-"""The whole-graph walker's action space: each node's first ``B`` edges in
+"""The walker's action space: each node's first ``B`` edges in
 a static importance order (its *bandwidth*, as MultiHopKG caps hubs).
 
 The order is fixed when the store is built and uses no question or choice

@@ -11,7 +11,7 @@ memory-mapped on load, so a full ConceptNet opens in about a second):
   then the higher degree of the concept the edge leads to, then lower
   ``dst``, lower ``rel``), as CSR positions: ``importance[indptr[c]:
   indptr[c + 1]]`` lists ``c``'s edges most important first. Computed once
-  when the store is built; the whole-graph walker's candidates at ``c`` are
+  when the store is built; the walker's candidates at ``c`` are
   the first ``B`` (its bandwidth);
 * ``edge_id`` int32 [E]: the global edge id. A deduplicated triple ``t`` (of
   ``T``) has id ``t`` and its materialized inverse (relation ``rel + R``) has

@@ -18,11 +18,9 @@ import jax.numpy as jnp
 
 from racer_jax.refine import choice_scorer
 from racer_jax.refine import refiner as refiner_lib
-from racer_jax.rl import kg_rollout, kg_walker_update
-from racer_jax.rl import rollout as rollout_lib
-from racer_jax.rl.walk_inputs import walk_inputs
+from racer_jax.rl import rollout, walker_update
 from racer_jax.rl.walker_update import (TrainState, WalkerTrainConfig,
-                                       apply_guarded, global_edge_ids)
+                                       apply_guarded)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +30,7 @@ class RefinerConfig:
   temperature: float = 1.0
   top_k: int = 4
   loss: str = "listwise"
-  max_question_concepts: int = 32  # whole-graph walker: its run's caps
+  max_question_concepts: int = 32  # the walker run's caps
   max_choice_concepts: int = 8
   # the choice head (racer_jax/refine/choice_scorer.py): trained with a
   # softmax cross-entropy across choices, weighted by choice_weight
@@ -49,83 +47,42 @@ def question_uniforms(key, example_index, walkers: int, steps: int):
       jax.random.fold_in(key, i), (walkers, steps, 2)))(example_index)
 
 
-def path_sets(walker, walker_params, batch, concept_emb, rel_emb, rng,
+def path_sets(walker, walker_params, batch, rel_emb, rng,
               walker_cfg: WalkerTrainConfig, cfg: RefinerConfig,
-              edge_quality=None, whole=None):
-  """Multi-path generation toward every choice of every question.
+              edge_quality, whole):
+  """Multi-path generation toward every choice of every question: the
+  frozen walker walks ``whole`` (the
+  :class:`~racer_jax.graph.whole_graph.WholeGraph` its run walked) from the
+  batch's grounded concepts; ``edge_quality`` [E2] (or None) is per global
+  edge id.
 
   Returns a dict with leading axes [B, P] (P = C · paths_per_choice):
-  ``nodes`` [.., T+1] (local subgraph nodes, or global concept ids with
-  ``whole``), ``relations``/``edges`` [.., T] (edges local, or global ids),
-  ``valid`` (distinct real paths), ``log_prob``, ``reached`` (its own
-  target), ``choice`` (the target choice), ``positive`` (visits a gold
-  concept).
-
-  ``whole``: a :class:`~racer_jax.graph.whole_graph.WholeGraph`: the walker
-  walks the whole graph (its run's ``walker.graph = "kg"``) from the
-  batch's grounded concepts; ``edge_quality`` is then per global edge id.
+  ``nodes`` [.., T+1] (global concept ids), ``relations``/``edges``
+  [.., T] (global edge ids), ``valid`` (distinct real paths),
+  ``log_prob``, ``reached`` (its own target), ``choice`` (the target
+  choice), ``positive`` (visits a gold concept).
   """
   rollout_cfg = dataclasses.replace(
       walker_cfg.rollout, temperature=cfg.temperature,
       sample_hops=cfg.sample_hops)
-  if whole is not None:
-    return _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
-                                  walker_cfg, rollout_cfg, cfg, edge_quality,
-                                  whole)
-  c = batch.choice_mask.shape[2]
-  keys = jax.random.split(rng, c)
-
-  def per_choice(choice, key):
-    target = jnp.where(batch.choice_valid[:, choice], choice, -1)
-    target = jnp.broadcast_to(target, batch.gold.shape).astype(jnp.int32)
-    inputs = walk_inputs(batch, concept_emb, batch.query, target,
-                         cfg.paths_per_choice, edge_quality=edge_quality)
-    traj, distinct, log_prob = rollout_lib.multipath(
-        walker, walker_params, inputs, rel_emb, key, rollout_cfg,
-        walker_cfg.reward, question_uniforms(
-            key, batch.example_index, cfg.paths_per_choice,
-            rollout_cfg.max_steps))
-    return traj, distinct, log_prob
-
-  traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
-  # [C, B, N, ...] -> [B, C * N, ...]
-  flat = lambda x: jnp.moveaxis(x, 0, 1).reshape(
-      (x.shape[1], -1) + x.shape[3:])
-  gold_col = jnp.maximum(batch.gold, 0)[:, None, None]
-  gold = (jnp.take_along_axis(batch.choice_mask, gold_col, axis=2)[..., 0] &
-          (batch.gold >= 0)[:, None])                          # [B, N_nodes]
-  nodes = flat(traj.nodes)
-  positive = jnp.any(jnp.take_along_axis(
-      gold[:, None, :], nodes.reshape(nodes.shape[0], -1)[:, None, :],
-      axis=2).reshape(nodes.shape), axis=-1)
-  choice = jnp.broadcast_to(jnp.arange(c)[:, None, None],
-                            traj.reached.shape)                # [C, B, N]
-  return {"nodes": nodes, "relations": flat(traj.relations),
-          "edges": flat(traj.edges), "valid": flat(distinct),
-          "log_prob": flat(log_prob), "reached": flat(traj.reached),
-          "choice": flat(choice), "positive": positive & flat(distinct)}
-
-
-def _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
-                           walker_cfg, rollout_cfg, cfg, edge_quality, whole):
-  """:func:`path_sets` of the whole-graph walker (global ids)."""
-  goal = kg_walker_update.goal_batch_from_graphs(batch, cfg.max_question_concepts,
-                                         cfg.max_choice_concepts)
+  goal = walker_update.goal_batch_from_graphs(
+      batch, cfg.max_question_concepts, cfg.max_choice_concepts)
   c = goal.choice_concepts.shape[1]
   keys = jax.random.split(rng, c)
 
   def per_choice(choice, key):
     target = jnp.where(goal.choice_valid[:, choice], choice, -1)
     target = jnp.broadcast_to(target, goal.gold.shape).astype(jnp.int32)
-    inputs = kg_walker_update.goal_inputs(goal, whole, target, cfg.paths_per_choice)
-    return kg_rollout.multipath(walker, walker_params, whole, inputs,
-                                rel_emb, key, rollout_cfg, walker_cfg.reward,
-                                edge_quality, question_uniforms(
-                                    key, goal.example_index,
-                                    cfg.paths_per_choice,
-                                    rollout_cfg.max_steps))
+    inputs = walker_update.goal_inputs(goal, whole, target,
+                                       cfg.paths_per_choice)
+    return rollout.multipath(walker, walker_params, whole, inputs, rel_emb,
+                             key, rollout_cfg, walker_cfg.reward,
+                             edge_quality, question_uniforms(
+                                 key, goal.example_index,
+                                 cfg.paths_per_choice, rollout_cfg.max_steps))
 
   traj, distinct, log_prob = jax.vmap(per_choice)(jnp.arange(c), keys)
+  # [C, B, N, ...] -> [B, C * N, ...]
   flat = lambda x: jnp.moveaxis(x, 0, 1).reshape(
       (x.shape[1], -1) + x.shape[3:])
   gold = jnp.take_along_axis(goal.choice_concepts,
@@ -142,41 +99,31 @@ def _whole_graph_path_sets(walker, walker_params, batch, rel_emb, rng,
           "choice": flat(choice), "positive": positive & flat(distinct)}
 
 
-def path_features(batch, concept_emb, rel_emb, paths, whole=None):
+def path_features(concept_emb, rel_emb, paths):
   """Per-hop embeddings of the candidate paths: ``(head, relation, tail,
-  hop_mask)`` with [B, P, T, d] and [B, P, T] (``whole``: the nodes are
-  global concept ids)."""
+  hop_mask)`` with [B, P, T, d] and [B, P, T]."""
   nodes = paths["nodes"]
-  if whole is not None:
-    head, tail = concept_emb[nodes[..., :-1]], concept_emb[nodes[..., 1:]]
-  else:
-    concept = batch.graphs.nodes["concept"]                    # [B, N]
-    node_emb = concept_emb[jnp.maximum(concept, 0)]            # [B, N, d]
-    take = jax.vmap(lambda table, idx: table[idx])
-    head = take(node_emb, nodes[..., :-1])
-    tail = take(node_emb, nodes[..., 1:])
+  head, tail = concept_emb[nodes[..., :-1]], concept_emb[nodes[..., 1:]]
   rel = rel_emb[jnp.maximum(paths["relations"], 0)]
   hop_mask = paths["edges"] >= 0
   return head, rel, tail, hop_mask
 
 
-def path_scores(refiner, params, batch, concept_emb, rel_emb, paths,
-                whole=None):
+def path_scores(refiner, params, batch, concept_emb, rel_emb, paths):
   """The refiner's score of every candidate path: float32 [B, P]."""
-  head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
-                                            paths, whole)
+  head, rel, tail, hop_mask = path_features(concept_emb, rel_emb, paths)
   return jax.vmap(lambda h, r, t, m, v, q: refiner.apply(
       params, h, r, t, m, v, q)["score"])(head, rel, tail, hop_mask,
                                          paths["valid"], batch.query)
 
 
-def intrinsic_features(batch, paths, edge_quality=None, whole=None):
+def intrinsic_features(paths, edge_quality=None):
   """float32 [B, P, F]: what each candidate path is, whatever the question
   (:data:`racer_jax.refine.refiner.INTRINSIC_FEATURES`): the walker's
   log-probability of it, total and per hop; its hops over the walk's
   limit T; the shared memory's quality (−½…½, 0 unseen) of its edges, mean
   and least (0 without a memory). ``edge_quality`` [E2] is per global edge
-  id; the subgraph walker's local edges are mapped to them."""
+  id."""
   edges = paths["edges"]                                          # [B, P, T]
   taken = edges >= 0
   hops = jnp.sum(taken, axis=-1).astype(jnp.float32)
@@ -184,8 +131,6 @@ def intrinsic_features(batch, paths, edge_quality=None, whole=None):
   if edge_quality is None:
     quality = jnp.zeros(edges.shape, jnp.float32)
   else:
-    if whole is None:   # local subgraph edges -> global edge ids
-      edges = global_edge_ids(batch, edges)
     quality = jnp.where(taken, edge_quality[jnp.maximum(edges, 0)], 0.0)
   log_prob = jnp.where(paths["valid"], paths["log_prob"], 0.0)
   return jnp.stack([
@@ -196,19 +141,18 @@ def intrinsic_features(batch, paths, edge_quality=None, whole=None):
 
 
 def refiner_outputs(refiner, params, batch, concept_emb, rel_emb, paths,
-                    whole=None, edge_quality=None, mix=None):
+                    edge_quality=None, mix=None):
   """Everything the refiner computes per question: ``score`` [B, P] (and
   ``alpha``, ``beta``) and, with its choice head, ``choice_logits`` /
   ``choice_logits_text`` [B, C] (see :mod:`racer_jax.refine.choice_scorer`).
   ``mix``: λ instead of the refiner's own."""
-  head, rel, tail, hop_mask = path_features(batch, concept_emb, rel_emb,
-                                            paths, whole)
+  head, rel, tail, hop_mask = path_features(concept_emb, rel_emb, paths)
   choices = None
   if refiner.choice_head:
     choices = {"choice_emb": choice_scorer.choice_vectors(batch, concept_emb),
                "choice_valid": batch.choice_valid,
                "choice": paths["choice"], "reached": paths["reached"]}
-  intrinsic = (intrinsic_features(batch, paths, edge_quality, whole)
+  intrinsic = (intrinsic_features(paths, edge_quality)
                if refiner.beta == "intrinsic" else
                jnp.zeros(paths["valid"].shape +
                          (len(refiner_lib.INTRINSIC_FEATURES),)))
@@ -232,23 +176,23 @@ def choice_figures(out, batch, labeled):
 def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
                       donate: bool = True):
   """``step(state, batch, walker_params, concept_emb, rel_emb,
-  edge_quality, whole=None)`` -> ``(state, metrics)``: path generation with
-  the frozen walker, the refiner loss, gradient and guarded optimizer step,
-  as one jitted program (``whole``: see :func:`path_sets`)."""
+  edge_quality, whole)`` -> ``(state, metrics)``: path generation with
+  the frozen walker over the whole graph (:func:`path_sets`), the refiner
+  loss, gradient and guarded optimizer step, as one jitted program."""
   loss_fn = {"listwise": refiner_lib.listwise_loss,
              "pairwise": refiner_lib.pairwise_loss}[cfg.loss]
 
   def step(state: TrainState, batch, walker_params, concept_emb, rel_emb,
-           edge_quality, whole=None):
+           edge_quality, whole):
     rng = jax.random.fold_in(state.rng, state.step)
     paths = jax.lax.stop_gradient(path_sets(
-        walker, walker_params, batch, concept_emb, rel_emb, rng, walker_cfg,
-        cfg, edge_quality, whole))
+        walker, walker_params, batch, rel_emb, rng, walker_cfg, cfg,
+        edge_quality, whole))
     labeled = batch.example_mask & (batch.gold >= 0)
 
     def loss_of(params):
       out = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
-                            paths, whole, edge_quality)
+                            paths, edge_quality)
       score = out["score"]
       per_q = jax.vmap(loss_fn)(score, paths["positive"], paths["valid"])
       n = jnp.maximum(jnp.sum(labeled), 1)
@@ -284,7 +228,7 @@ def make_refiner_step(refiner, optimizer, walker, walker_cfg, cfg,
 def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=(),
                       mixes=()):
   """``eval(refiner_params, batch, walker_params, concept_emb, rel_emb,
-  edge_quality, rng, whole=None)`` -> per question [B]: for the refiner's
+  edge_quality, rng, whole)`` -> per question [B]: for the refiner's
   top-k', a
   random k' and the top-k' by walker log-prob (total and per hop):
   ``gold_in_topk_*`` and
@@ -293,12 +237,12 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=(),
   every λ of ``mixes``; plus ``hit`` (a walk toward the gold choice
   reached it), ``any_positive`` and ``labeled``."""
   def evaluate(params, batch, walker_params, concept_emb, rel_emb,
-               edge_quality, rng, whole=None):
+               edge_quality, rng, whole):
     k_paths, k_random = jax.random.split(rng)
-    paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
-                      k_paths, walker_cfg, cfg, edge_quality, whole)
+    paths = path_sets(walker, walker_params, batch, rel_emb, k_paths,
+                      walker_cfg, cfg, edge_quality, whole)
     refined = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
-                              paths, whole, edge_quality)
+                              paths, edge_quality)
     for lam in mixes:   # s = λα + (1 − λ)β for each λ (chosen on validation)
       s_lam = lam * refined["alpha"] + (1.0 - lam) * refined["beta"]
       out_lam = jax.vmap(lambda s, p, v: refiner_lib.refine_metrics(
@@ -337,16 +281,16 @@ def make_refiner_eval(refiner, walker, walker_cfg, cfg, top_ks=(),
 
 def make_retriever(refiner, walker, walker_cfg, cfg):
   """``retrieve(refiner_params, batch, walker_params, concept_emb, rel_emb,
-  edge_quality, rng, whole=None)`` -> the candidate paths of
+  edge_quality, rng, whole)`` -> the candidate paths of
   :func:`path_sets` plus
   ``score`` [B, P], the refiner's score of each, and with its choice head
   ``choice_logits`` [B, C] (jitted; the GraphAgent's device program)."""
   def retrieve(params, batch, walker_params, concept_emb, rel_emb,
-               edge_quality, rng, whole=None):
-    paths = path_sets(walker, walker_params, batch, concept_emb, rel_emb,
-                      rng, walker_cfg, cfg, edge_quality, whole)
+               edge_quality, rng, whole):
+    paths = path_sets(walker, walker_params, batch, rel_emb, rng,
+                      walker_cfg, cfg, edge_quality, whole)
     refined = refiner_outputs(refiner, params, batch, concept_emb, rel_emb,
-                              paths, whole, edge_quality)
+                              paths, edge_quality)
     out = dict(paths, score=jnp.where(paths["valid"], refined["score"],
                                       -jnp.inf))
     if "choice_logits" in refined:  # the refiner's choice head [B, C]

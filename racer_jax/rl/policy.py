@@ -10,13 +10,13 @@ concatenation is the sum of the maps of its parts):
 
 - once per batch, :meth:`WalkerPolicy.relation_tables`: every relation's
   action vector and the cell's input projection of its history vector;
-- once per question, :meth:`WalkerPolicy.node_tables`: the question's part
-  of the state (query and target) and every node's action vector;
+- once per (question, target), :meth:`WalkerPolicy.goal_context`: the
+  question's part of the state (query and target);
 - once per node a walker arrives at, :meth:`WalkerPolicy.read`: one matmul
   gives the node's part of the state and of the cell's input;
-- per step, the state MLP and the cell's hidden side ([H] matmuls), and
-  the scores of every relation and node against ``s_t``, from which the K
-  actions' logits are gathered.
+- per step, the state MLP and the cell's hidden side ([H] matmuls), the
+  scores of every relation against ``s_t`` (the K actions' gathered) and
+  the K candidates' node vectors against one [d] vector.
 
 The cell is flax's ``GRUCell`` / ``OptimizedLSTMCell`` (same parameters,
 same math) with each side's kernels concatenated over gates.
@@ -83,32 +83,10 @@ class WalkerPolicy(nn.Module):
     return {"act_rel_t": act_rel.T,
             "cell_rel": self.history_rel(rel_emb) @ w["wi"] + w["bi"]}
 
-  def node_tables(self, node_emb, query, target):
-    """Per-question tables: ``node_emb`` [N, d] (as given), ``context`` [H]
-    (the query's and target's part of the state) and ``act_node_t`` [H, N]
-    (action vectors, transposed).
-
-    ``act_node_t`` is materialized transposed (an optimization barrier
-    keeps XLA from folding the transpose into the step's dot), so a step's
-    node scores ``s @ act_node_t`` are a plain batched matmul, several times
-    faster on CPU than the transposed-operand form.
-    """
-    context = self.goal_context(query, target)
-    act_node_t = jax.lax.optimization_barrier(self.action_node(node_emb).T)
-    return {"node_emb": node_emb, "context": context,
-            "act_node_t": act_node_t}
-
   def goal_context(self, query, target):
     """The query's and target's part of the state [H] (node bias included)."""
     return (self.query_ctx(query) + self.target_ctx(target) +
             self.node_ctx.variables["params"]["bias"])
-
-  def prepare(self, node_emb, rel_emb, query, target):
-    """All tables of one question (:meth:`relation_tables` and
-    :meth:`node_tables`; the rollout makes the relation tables once per
-    batch instead)."""
-    return {**self.relation_tables(rel_emb),
-            **self.node_tables(node_emb, query, target)}
 
   def read(self, tables, node):
     """What a walker takes from the node it arrives at: ``(context [H],
@@ -156,34 +134,21 @@ class WalkerPolicy(nn.Module):
     return (self._cell(carry[0], tables["cell_rel"][relation] + cell_input),
             context)
 
-  def logits(self, tables, carry, action_relation, action_node):
-    """Unmasked logits [K + 1] for the current node's K actions and STOP.
+  def candidate_logits(self, tables, carry, action_relation,
+                       action_node_emb):
+    """Unmasked logits [K + 1] for the current node's K actions and STOP,
+    from the actions' node vectors (a [H, V] table per question would not
+    fit the whole graph).
+
+    ``<act_rel[r] + act_node[v], s>``: the relations are scored once
+    (``s @ act_rel_t``, then K gathered), and ``<act_node[v], s> =
+    <emb[v], W s>`` with ``W`` the ``action_node`` kernel [d, H], so the K
+    gathered vectors are scored against one [d] vector.
 
     Args:
       carry: from :meth:`start` / :meth:`advance` at the current node.
-      action_relation, action_node: int32 [K] of the node's actions.
+      action_relation: int32 [K]; action_node_emb: float32 [K, d].
     """
-    cell_carry, context = carry
-    s = jnp.tanh(context + self.state_history(self._hidden(cell_carry)))
-    s = jnp.tanh(self.state_out(s))                               # [H]
-    # <act_rel[r] + act_node[v], s> = (s @ act_rel_t)[r] + (s @ act_node_t)[v]:
-    # score every relation and node once, then gather K scalars (no [K, H]
-    # gather, and a dense backward pass).
-    by_relation = s @ tables["act_rel_t"]                         # [R2 + 1]
-    by_node = s @ tables["act_node_t"]                            # [N]
-    stop = by_relation[-1] + self.stop_bias
-    return jnp.concatenate([by_relation[action_relation] +
-                            by_node[action_node], stop[None]])
-
-  def candidate_logits(self, tables, carry, action_relation,
-                       action_node_emb):
-    """:meth:`logits` from the actions' node vectors (the whole-graph
-    walker, where a [H, V] table per question would not fit).
-
-    ``<act_node[v], s> = <emb[v], W s>`` with ``W`` the ``action_node``
-    kernel [d, H], so the K gathered vectors are scored against one [d]
-    vector. Args: ``action_relation`` int32 [K]; ``action_node_emb``
-    float32 [K, d]. Returns [K + 1] (STOP last)."""
     cell_carry, context = carry
     s = jnp.tanh(context + self.state_history(self._hidden(cell_carry)))
     s = jnp.tanh(self.state_out(s))                               # [H]
@@ -200,12 +165,14 @@ class WalkerPolicy(nn.Module):
     self.cell(zeros if self.recurrent == "gru" else (zeros, zeros),
               self.history_rel(rel_emb[0]) + self.history_node(node_emb[0]))
     self.node_ctx(node_emb[0])
-    tables = self.prepare(node_emb, rel_emb, query, target)
+    self.action_node(node_emb[0])   # its kernel is read, not called, below
+    tables = {**self.relation_tables(rel_emb), "node_emb": node_emb,
+              "context": self.goal_context(query, target)}
     carry = self.start(tables, 0)
     carry = self.advance(tables, carry, 0, 0)
     k = min(2, node_emb.shape[0])
-    return self.logits(tables, carry, jnp.zeros((k,), jnp.int32),
-                       jnp.arange(k))
+    return self.candidate_logits(tables, carry, jnp.zeros((k,), jnp.int32),
+                                 node_emb[:k])
 
 
 def init_policy(policy: WalkerPolicy, rng, embed_dim: int):

@@ -23,27 +23,12 @@ class RewardWeights:
 
 
 @flax.struct.dataclass
-class RewardTables:
-  """Per (question, target): ``rel_query`` [R2] = sim(relation, query),
-  ``node_target`` [N] = sim(node, target), ``is_target`` bool [N]."""
-  rel_query: jnp.ndarray
-  node_target: jnp.ndarray
-  is_target: jnp.ndarray
-
-
-def reward_tables(node_emb, rel_emb, query, target, is_target
-                  ) -> RewardTables:
-  return RewardTables(rel_query=rel_emb @ query,
-                      node_target=node_emb @ target, is_target=is_target)
-
-
-@flax.struct.dataclass
 class Transition:
   """What the reward terms read of one move (scalars; vmap for batches):
   ``relation_query`` = sim(relation_t, query), ``target_before`` /
   ``target_after`` = sim(node_t / node_{t+1}, target), ``arrived`` (bool)
-  = node_{t+1} ∈ targets. Both walkers (subgraph and whole graph) build
-  one per step and call :func:`step_reward`."""
+  = node_{t+1} ∈ targets. The walker builds one per step and calls
+  :func:`step_reward`."""
   relation_query: jnp.ndarray
   target_before: jnp.ndarray
   target_after: jnp.ndarray
@@ -66,12 +51,3 @@ def step_reward(weights: RewardWeights, moved, move: Transition):
   STOP or a step after the walk ended (a scalar; vmap for batches)."""
   r = sum(getattr(weights, name) * term(move) for name, term in TERMS.items())
   return jnp.where(moved, r, 0.0)
-
-
-def table_transition(tables: RewardTables, relation, prev_node, next_node
-                     ) -> Transition:
-  """A subgraph walker's move read off its per-question tables."""
-  return Transition(relation_query=tables.rel_query[relation],
-                    target_before=tables.node_target[prev_node],
-                    target_after=tables.node_target[next_node],
-                    arrived=tables.is_target[next_node])

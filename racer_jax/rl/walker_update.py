@@ -1,10 +1,12 @@
 """The walker's train state and its jitted update and evaluation programs.
 
-One call of the update is one XLA program: build walker inputs from the
-padded batch, prune, BFS teacher, teacher-guided rollouts (scan over hops,
-vmap over walkers and questions), rewards, returns, leave-one-out baselines,
-REINFORCE + teacher + entropy losses, gradients and the optimizer step.
-The randomness of update ``s`` is ``fold_in(state.rng, s)``.
+Walkers start on a question's concepts and walk the whole capped graph
+(:mod:`racer_jax.rl.rollout`) toward one choice's concepts. One call of the
+update is one XLA program: walker inputs from the batch, BFS distances,
+pruning, teacher-guided rollouts (scan over hops, vmap over walkers and
+questions), rewards, returns, leave-one-out baselines, REINFORCE + teacher +
+entropy losses, gradients, the optimizer step and the shared memory's
+update. The randomness of update ``s`` is ``fold_in(state.rng, s)``.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from racer_jax.data.goal_batch import GoalBatch
+from racer_jax.graph import whole_graph as wg
 from racer_jax.memory import edge_memory
 from racer_jax.rl import losses
 from racer_jax.rl import reward as reward_lib
+from racer_jax.rl import rollout as rollout_lib
 from racer_jax.rl.policy import WalkerPolicy, init_policy
-from racer_jax.rl.rollout import RolloutConfig, rollout
-from racer_jax.rl.walk_inputs import walk_inputs
+from racer_jax.rl.rollout import RolloutConfig
 
 
 @flax.struct.dataclass
@@ -47,8 +51,7 @@ class WalkerTrainConfig:
   teacher_return: float = 1.0
   reward: reward_lib.RewardWeights = reward_lib.RewardWeights()
   memory_update: bool = False   # add training walks' outcomes to memory
-  # whole-graph walker: a walk that ends on a wrong choice's concept counts
-  # as a failure of its edges (RACER's third statistic; else successes only)
+  # a walk that ends on a wrong choice's concept counts as a failure of its edges (RACER's third statistic; else successes only)
   memory_failures: bool = False
   memory_gamma: float = 1.0
   memory_prior: float = 1.0
@@ -86,30 +89,19 @@ def _walker_losses(traj, cfg: WalkerTrainConfig, valid):
   return pg + cfg.teacher_weight * tf + cfg.entropy_coef * ent
 
 
-def _prior_theta(cfg: WalkerTrainConfig, theta):
-  return theta if cfg.rollout.heuristic_weight and theta is not None else None
-
-
-def _quality(cfg: WalkerTrainConfig, memory):
+def memory_quality(cfg: WalkerTrainConfig, memory):
+  """float32 [E2] the shared memory's quality per edge, or None when the
+  rollouts do not rerank by it (``memory_beta`` 0 or no memory)."""
   if not cfg.rollout.memory_beta or memory is None:
     return None
   return edge_memory.quality(memory, gamma=cfg.memory_gamma,
                              prior=cfg.memory_prior)
 
 
-def global_edge_ids(batch, edges):
-  """int32 [B, W, T] global edge ids of the hops ``edges`` [B, W, T] (local
-  subgraph edge ids, -1: no hop)."""
-  ids = jax.vmap(lambda table, e: jnp.where(e >= 0, table[jnp.maximum(e, 0)],
-                                            -1))(
-      batch.graphs.edges["edge_id"], edges)
-  return ids.astype(jnp.int32)
-
-
 def walker_objective(traj, valid, cfg: WalkerTrainConfig):
   """Mean loss over ``valid`` [B, W] walkers of trajectories [B, W, T],
   the logged metrics and each walk's memory outcome [B, W] (SUCCESS when
-  it reached its target). Shared by the subgraph and whole-graph walkers."""
+  it reached its target)."""
   per_walker = jax.vmap(lambda t, v: _walker_losses(t, cfg, v))(traj, valid)
   vf = valid.astype(jnp.float32)
   n = jnp.maximum(vf.sum(), 1.0)
@@ -132,26 +124,6 @@ def walker_objective(traj, valid, cfg: WalkerTrainConfig):
   outcome = jnp.where(traj.reached & valid, edge_memory.SUCCESS,
                       edge_memory.NONE).astype(jnp.int32)
   return loss, metrics, outcome
-
-
-def walker_loss(params, policy: WalkerPolicy, batch, concept_emb, rel_emb,
-                rng, p_teacher, cfg: WalkerTrainConfig, theta=None,
-                memory=None):
-  """Mean loss over valid walkers toward each question's gold choice.
-  ``theta``: HyGRL fusion weights, used as a pruning prior when
-  ``cfg.rollout.heuristic_weight`` is nonzero; ``memory``: the shared
-  memory, reranking actions when ``cfg.rollout.memory_beta`` is nonzero.
-  Returns ``(loss, (metrics, memory_paths))`` with the walks' global edge
-  ids and success flags for the memory update."""
-  inputs = walk_inputs(batch, concept_emb, batch.query, batch.gold,
-                       cfg.num_walkers, _prior_theta(cfg, theta),
-                       _quality(cfg, memory))
-  traj = rollout(policy, params, inputs, rel_emb, rng, p_teacher, cfg.rollout,
-                 cfg.reward)
-  valid = inputs.start_mask                                    # [B, W]
-  loss, metrics, outcome = walker_objective(traj, valid, cfg)
-  paths = (global_edge_ids(batch, traj.edges), outcome)
-  return loss, (metrics, jax.lax.stop_gradient(paths))
 
 
 def apply_guarded(state: TrainState, optimizer, loss, grads,
@@ -177,7 +149,7 @@ def apply_guarded(state: TrainState, optimizer, loss, grads,
 
 def finish_update(state: TrainState, optimizer, cfg: WalkerTrainConfig,
                   loss, grads, metrics: dict, ids, outcome, p_teacher):
-  """The end of a walker update, subgraph or whole graph: the guarded
+  """The end of a walker update: the guarded
   optimizer step, then (``cfg.memory_update``) the shared memory's counts
   from the walks' edge ids [..., T] and outcomes [...]. Returns
   ``(state, metrics)``."""
@@ -189,34 +161,10 @@ def finish_update(state: TrainState, optimizer, cfg: WalkerTrainConfig,
   return new_state, dict(metrics, **guard, p_teacher=p_teacher)
 
 
-def make_train_step(policy: WalkerPolicy, optimizer,
-                    cfg: WalkerTrainConfig, donate: bool = True,
-                    wrap=None):
-  """``step(state, batch, concept_emb, rel_emb, p_teacher, theta=None)`` ->
-  ``(state, metrics)``, jitted (state donated). A non-finite loss or
-  gradient leaves the state unchanged and reports ``finite = 0``; the host
-  stops the run. ``wrap`` decorates the function before ``jit`` (tests pass
-  ``chex.assert_max_traces``)."""
-
-  def step(state: TrainState, batch, concept_emb, rel_emb, p_teacher,
-           theta=None):
-    rng = jax.random.fold_in(state.rng, state.step)
-    grad_fn = jax.value_and_grad(walker_loss, has_aux=True)
-    (loss, (metrics, (ids, outcome))), grads = grad_fn(
-        state.params, policy, batch, concept_emb, rel_emb, rng, p_teacher,
-        cfg, theta, state.memory)
-    return finish_update(state, optimizer, cfg, loss, grads, metrics, ids,
-                         outcome, p_teacher)
-
-  if wrap is not None:
-    step = wrap(step)
-  return jax.jit(step, donate_argnums=(0,) if donate else ())
-
-
 def greedy_walk_metrics(traj, valid, edge_ids) -> dict:
   """One choice's greedy walks, summed over walkers.
 
-  traj: a Trajectory of either rollout ([B, W, T] steps); valid bool [B, W]
+  traj: a Trajectory ([B, W, T] steps); valid bool [B, W]
   (the walkers that start); edge_ids int32 [B, W, T]. Returns the per-choice
   fields of `make_eval_step` (without the choice axis).
   """
@@ -237,36 +185,176 @@ def greedy_walk_metrics(traj, valid, edge_ids) -> dict:
   }
 
 
-def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig):
-  """``eval(params, batch, concept_emb, rel_emb, theta=None,
-  memory=None)`` -> per question and
-  choice (goal-conditioned walks toward every choice, greedy):
+def _unit(x):
+  norm = jnp.linalg.norm(x, axis=-1, keepdims=True)
+  return x / jnp.where(norm > 0, norm, 1.0)
 
-  ``reached`` bool [B, C], ``oracle`` bool [B, C], ``length`` int32 [B, C]
-  (shortest reaching walk, else 0), ``agree``/``decisions`` [B, C] (greedy
-  vs teacher action over active steps), ``valid`` bool [B, C] and the paths
-  ``nodes`` [B, C, W, T+1], ``relations`` [B, C, W, T], global
-  ``edge_ids`` [B, C, W, T] and ``walk_reached`` [B, C, W].
+
+def start_concepts(question_concepts, num_walkers: int):
+  """Walkers round-robin over the question's concepts [Q] (-1 padding).
+  Returns ``(starts int32 [W], start_mask bool [W])``."""
+  count = jnp.sum(question_concepts >= 0)
+  starts = question_concepts[jnp.arange(num_walkers) % jnp.maximum(count, 1)]
+  return (jnp.maximum(starts, 0).astype(jnp.int32),
+          jnp.broadcast_to(count > 0, (num_walkers,)))
+
+
+def goal_batch_from_graphs(batch, max_question_concepts: int,
+                           max_choice_concepts: int) -> GoalBatch:
+  """The :class:`GoalBatch` of a subgraph ``GraphBatch`` (jittable): the
+  global ids of its question nodes and of each choice's nodes, ascending,
+  -1 padding (what :func:`racer_jax.data.goal_batch.read_grounded` gives
+  for the same questions)."""
+  concept = batch.graphs.nodes["concept"]                         # [B, N]
+  big = jnp.iinfo(jnp.int32).max
+
+  def ids(mask, concepts, width):
+    picked = jnp.sort(jnp.where(mask, concepts, big), -1)[..., :width]
+    if picked.shape[-1] < width:
+      pad = [(0, 0)] * (picked.ndim - 1) + [(0, width - picked.shape[-1])]
+      picked = jnp.pad(picked, pad, constant_values=big)
+    return jnp.where(picked == big, -1, picked).astype(jnp.int32)
+
+  question = ids(batch.graphs.nodes["is_question"] & batch.node_mask,
+                 concept, max_question_concepts)
+  choices = ids(jnp.moveaxis(batch.choice_mask, 2, 1) &
+                batch.node_mask[:, None], concept[:, None],
+                max_choice_concepts)                              # [B, C, A]
+  return GoalBatch(question_concepts=question, choice_concepts=choices,
+                   choice_valid=batch.choice_valid & (choices[..., 0] >= 0),
+                   query=batch.query, gold=batch.gold,
+                   example_mask=batch.example_mask,
+                   example_index=batch.example_index)
+
+
+def goal_inputs(batch, graph: wg.WholeGraph, target_choice,
+                num_walkers: int) -> rollout_lib.GoalInputs:
+  """Walker inputs toward ``target_choice`` [B] of each question (-1 or a
+  choice without concepts disables the question's walkers)."""
+  choice = jnp.maximum(target_choice, 0)
+  targets = jnp.take_along_axis(batch.choice_concepts,
+                                choice[:, None, None], axis=1)[:, 0]   # [B, A]
+  targets = jnp.where((target_choice >= 0)[:, None], targets, -1)
+  emb = graph.node_emb[jnp.maximum(targets, 0)]
+  target = _unit(jnp.sum(jnp.where((targets >= 0)[..., None], emb, 0.0), 1))
+  starts, start_mask = jax.vmap(lambda q: start_concepts(q, num_walkers))(
+      batch.question_concepts)
+  usable = batch.example_mask & (targets[:, 0] >= 0)
+  return rollout_lib.GoalInputs(
+      query=_unit(batch.query), target=target, target_concepts=targets,
+      starts=starts, start_mask=start_mask & usable[:, None])
+
+
+def walker_loss(params, policy: WalkerPolicy, graph: wg.WholeGraph, batch,
+                   rel_emb, rng, p_teacher, cfg: WalkerTrainConfig,
+                   memory=None):
+  """Mean loss over valid walkers toward each question's gold choice;
+  ``(loss, (metrics, (edge_ids [B, W, T], outcome [B, W])))``."""
+  inputs = goal_inputs(batch, graph, batch.gold, cfg.num_walkers)
+  traj = rollout_lib.rollout(policy, params, graph, inputs, rel_emb, rng,
+                            p_teacher, cfg.rollout, cfg.reward,
+                            memory_quality(cfg, memory))
+  loss, metrics, outcome = walker_objective(traj, inputs.start_mask, cfg)
+  if cfg.memory_failures:
+    failed = ends_on_wrong_choice(traj, batch) & inputs.start_mask
+    outcome = jnp.where(failed, edge_memory.FAILURE, outcome)
+    metrics["wrong_choice_end_rate"] = (
+        jnp.sum(failed) / jnp.maximum(jnp.sum(inputs.start_mask), 1))
+  return loss, (metrics, jax.lax.stop_gradient((traj.edges, outcome)))
+
+
+def ends_on_wrong_choice(traj, batch) -> jax.Array:
+  """bool [B, W]: the walk did not reach the gold choice and its last node
+  is a concept of another valid choice (it supports a wrong answer).
+
+  traj: nodes int32 [B, W, T + 1] (the last entry is where the walk
+  ended), reached bool [B, W]; batch: choice_concepts int32 [B, C, A],
+  choice_valid bool [B, C], gold int32 [B]."""
+  last = traj.nodes[..., -1]                                       # [B, W]
+  num_choices = batch.choice_concepts.shape[1]
+  wrong = (batch.choice_valid &
+           (jnp.arange(num_choices)[None] != batch.gold[:, None]))  # [B, C]
+  concepts = jnp.where(wrong[..., None], batch.choice_concepts, -1)
+  on = jnp.any((last[:, :, None, None] == concepts[:, None]) &
+               (concepts[:, None] >= 0), axis=(-2, -1))            # [B, W]
+  return on & ~traj.reached
+
+
+def make_train_step(policy: WalkerPolicy, optimizer,
+                       cfg: WalkerTrainConfig, donate: bool = True,
+                       wrap=None):
+  """``step(state, graph, batch, rel_emb, p_teacher)`` -> ``(state,
+  metrics)``, jitted with the state donated; randomness
+  ``fold_in(state.rng, state.step)``; a non-finite loss or gradient leaves
+  the state unchanged (``finite = 0``)."""
+
+  def step(state, graph, batch, rel_emb, p_teacher):
+    rng = jax.random.fold_in(state.rng, state.step)
+    grad_fn = jax.value_and_grad(walker_loss, has_aux=True)
+    (loss, (metrics, (ids, outcome))), grads = grad_fn(
+        state.params, policy, graph, batch, rel_emb, rng, p_teacher, cfg,
+        state.memory)
+    return finish_update(state, optimizer, cfg, loss, grads, metrics, ids,
+                         outcome, p_teacher)
+
+  if wrap is not None:
+    step = wrap(step)
+  return jax.jit(step, donate_argnums=(0,) if donate else ())
+
+
+def make_eval_step(policy: WalkerPolicy, cfg: WalkerTrainConfig,
+                      sampled_walkers: int = 0):
+  """``evaluate(params, graph, batch, rel_emb, memory=None)`` -> per
+  question and choice (goal-conditioned walks toward every choice):
+
+  greedy walks: ``reached``, ``oracle``, ``distance`` (BFS hops from the
+  nearest start, ``UNREACHABLE`` beyond ``max_steps``), ``length``, ``agree`` /
+  ``decisions``, ``valid`` [B, C] and the paths ``nodes`` [B, C, W, T+1],
+  ``relations`` / ``edge_ids`` [B, C, W, T], ``walk_reached`` [B, C, W];
+  with ``sampled_walkers`` S > 0 also S policy samples per choice (no
+  teacher, temperature 1, a fixed key per choice): ``sample_reach`` int32
+  [B, C] (how many reach the choice) and ``sample_best_log_prob`` [B, C]
+  (the best reaching walk's log-probability, -inf if none).
   """
   greedy = dataclasses.replace(cfg.rollout, greedy=True)
+  sample = dataclasses.replace(cfg.rollout, greedy=False, sample_hops=-1)
 
-  def per_choice(params, batch, concept_emb, rel_emb, choice, theta,
-                 memory):
+  def per_choice(params, graph, batch, rel_emb, choice, quality):
     target = jnp.where(batch.choice_valid[:, choice], choice, -1)
     target = jnp.broadcast_to(target, batch.gold.shape).astype(jnp.int32)
-    inputs = walk_inputs(batch, concept_emb, batch.query, target,
-                         cfg.num_walkers, _prior_theta(cfg, theta),
-                         _quality(cfg, memory))
-    traj = rollout(policy, params, inputs, rel_emb, jax.random.PRNGKey(0),
-                   0.0, greedy, cfg.reward)
-    return greedy_walk_metrics(traj, inputs.start_mask,
-                               global_edge_ids(batch, traj.edges))
+    inputs = goal_inputs(batch, graph, target, cfg.num_walkers)
+    goals = rollout_lib.prepare(policy, params, graph, inputs, rel_emb, greedy)
+    traj = rollout_lib.rollout(policy, params, graph, inputs, rel_emb,
+                              jax.random.PRNGKey(0), 0.0, greedy, cfg.reward,
+                              quality, goals=goals)
+    valid = inputs.start_mask
+    start_distance = jax.vmap(lambda d, s: d[s])(goals.distance,
+                                                 inputs.starts)
+    out = greedy_walk_metrics(traj, valid, traj.edges)
+    out["distance"] = jnp.min(jnp.where(
+        valid, start_distance.astype(jnp.int32), wg.UNREACHABLE), axis=1)
+    if sampled_walkers:
+      many = inputs.replace(
+          starts=jax.vmap(lambda q: start_concepts(q, sampled_walkers)[0])(
+              batch.question_concepts),
+          start_mask=jnp.broadcast_to(valid[:, :1],
+                                      (valid.shape[0], sampled_walkers)))
+      walks = rollout_lib.rollout(
+          policy, params, graph, many, rel_emb,
+          jax.random.fold_in(jax.random.PRNGKey(1), choice), 0.0, sample,
+          cfg.reward, quality)
+      hit = walks.reached & many.start_mask
+      log_prob = jnp.sum(jnp.where(walks.active, walks.log_prob, 0.0), -1)
+      out["sample_reach"] = jnp.sum(hit, axis=1).astype(jnp.int32)
+      out["sample_best_log_prob"] = jnp.max(
+          jnp.where(hit, log_prob, -jnp.inf), axis=1)
+    return out
 
-  def evaluate(params, batch, concept_emb, rel_emb, theta=None,
-               memory=None):
-    c = batch.choice_mask.shape[2]
-    out = jax.vmap(lambda ch: per_choice(params, batch, concept_emb, rel_emb,
-                                         ch, theta, memory))(jnp.arange(c))
+  def evaluate(params, graph, batch, rel_emb, memory=None):
+    quality = memory_quality(cfg, memory)
+    c = batch.choice_concepts.shape[1]
+    out = jax.vmap(lambda ch: per_choice(params, graph, batch, rel_emb, ch,
+                                         quality))(jnp.arange(c))
     return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), out)
 
   return jax.jit(evaluate)

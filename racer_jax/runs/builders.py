@@ -7,8 +7,6 @@ from pathlib import Path
 import jax
 from jax.experimental import multihost_utils
 
-from racer_jax.data.sharded import local_shards
-from racer_jax.errors import ConfigError
 from racer_jax.rl import reward as reward_lib
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.rl.policy import WalkerPolicy
@@ -26,7 +24,6 @@ def walker_train_config(config) -> train_lib.WalkerTrainConfig:
           max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
           prune_weights=tuple(float(x) for x in w.prune_weights),
           stop_at_target=w.stop_at_target, temperature=t.temperature,
-          heuristic_weight=w.heuristic_weight,
           teacher_stops=bool(w.teacher_stops),
           score_tables=bool(w.score_tables),
           memory_beta=memory_beta(config)),
@@ -85,31 +82,8 @@ def prep_dir_of(config, workdir) -> Path:
   return Path(config.prep_dir) if config.prep_dir else Path(workdir) / "prep"
 
 
-def question_shards(config) -> tuple[int, range]:
-  """``(S, the shards this process holds)`` of the training split: S is
-  ``batch.shards`` or, when 0, the number of processes."""
-  count = jax.process_count()
-  num = config.batch.shards or count
-  if num % count:
-    raise ConfigError(f"batch.shards={num} cannot be split evenly over "
-                      f"{count} processes")
-  if config.batch.batch_size % num:
-    raise ConfigError(f"batch.batch_size={config.batch.batch_size} is not "
-                      f"divisible by {num} question shards")
-  if num > 1 and config.curriculum.enabled:
-    raise ConfigError(f"curriculum.enabled with {num} question shards: the "
-                      "curriculum ranks every question of the split, so it "
-                      "runs on one unsharded process")
-  t = config.train
-  if num > 1 and t.eval_every and config.eval.split == t.split:
-    raise ConfigError(f"train.eval_every on the training split "
-                      f"({t.split!r}) with {num} question shards: evaluate "
-                      "another split, or the checkpoints afterwards")
-  return num, local_shards(num, jax.process_index(), count)
-
-
 def start_run(config, data_dir, workdir, *, progress: bool, log,
-              stage: str = "walker", shards=None):
+              stage: str = "walker"):
   """What every training run does first: create ``workdir``, save the
   config there, and load the training split (plus ``eval.split`` when
   ``train.eval_every`` is set). The training split's dataset leaves out the
@@ -127,7 +101,7 @@ def start_run(config, data_dir, workdir, *, progress: bool, log,
     return load_workspace(config, data_dir, prep_dir_of(config, workdir),
                           splits, progress=progress and primary,
                           log=log if primary else (lambda _: None),
-                          shards=shards, hold_out=[t.split])
+                          hold_out=[t.split])
   if jax.process_count() == 1:
     workdir.mkdir(parents=True, exist_ok=True)
     run_config.save(config, workdir, stage)

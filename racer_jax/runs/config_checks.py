@@ -22,18 +22,8 @@ _get, _MISSING = config_schema.value_at, config_schema.MISSING
 
 
 def _check_method_settings(config) -> None:
-  """Settings that do not apply to the config's method: the whole-graph
-  walker's, the multi-hop search's."""
+  """Combinations the multi-hop search cannot run."""
   method = _get(config, "method")
-  if method == "racer" and _get(config, "walker.graph") == "kg":
-    if _get(config, "walker.heuristic_weight"):
-      raise ConfigError("walker.heuristic_weight: HyGRL's fused heuristic "
-                        "is a subgraph prior; with walker.graph='kg' set it "
-                        "to 0")
-    if _get(config, "batch.shards") not in (0, 1, _MISSING):
-      raise ConfigError("batch.shards: the whole-graph walker's batches are "
-                        "small id arrays, every process reads them all; "
-                        "leave batch.shards at 0")
   if method != "hygrl_multihop":
     return
   relevance = _get(config, "multihop.relevance")
@@ -79,12 +69,6 @@ def check_config(config) -> None:
                       "head of the refiner run in answer.evidence_workdir; "
                       "set answer.evidence_workdir (and an answer.model of "
                       f"{registry.answer_models_reading('evidence_workdir')})")
-  if (_get(config, "memory.train_failures") is True and
-      _get(config, "memory.enabled") is True and
-      _get(config, "walker.graph") not in ("kg", _MISSING)):
-    raise ConfigError("memory.train_failures=True: only the whole-graph "
-                      "walker (walker.graph='kg') records its training "
-                      "walks' failures; set it False for the subgraph walker")
   _check_method_settings(config)
   stage, method = _get(config, "train.stage"), _get(config, "method")
   if (stage == "hygrl_multihop") != (method == "hygrl_multihop") and \
@@ -114,7 +98,3 @@ def check_config(config) -> None:
   if devices and batch % devices:
     raise ConfigError(f"batch.batch_size={batch} is not divisible by "
                       f"train.num_devices={devices}")
-  shards = _get(config, "batch.shards")
-  if shards is not _MISSING and shards and batch % shards:
-    raise ConfigError(f"batch.batch_size={batch} is not divisible by "
-                      f"batch.shards={shards}")

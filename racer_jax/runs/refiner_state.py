@@ -17,13 +17,13 @@ from racer_jax.memory import edge_memory
 from racer_jax.refine import refiner as refiner_lib
 from racer_jax.refine import refiner_update
 from racer_jax.rl import walker_update as train_lib
-from racer_jax.runs import builders, kg_walker_inputs
+from racer_jax.runs import builders, walker_inputs
 from racer_jax.runs import run_config
 
 
 def refiner_config(config, wconfig=None) -> refiner_update.RefinerConfig:
   """The refiner's static settings; ``wconfig`` (its walker run's config)
-  gives a whole-graph walker's concept caps."""
+  gives the walker's concept caps."""
   r = config.refiner
   w = (wconfig or config).walker
   return refiner_update.RefinerConfig(
@@ -36,11 +36,8 @@ def refiner_config(config, wconfig=None) -> refiner_update.RefinerConfig:
 
 
 def walker_graph(wconfig, ws, log=print):
-  """The whole capped graph a ``walker.graph = "kg"`` walker walks, else
-  None (the subgraph walker walks each batch's subgraphs)."""
-  if wconfig.walker.graph != "kg":
-    return None
-  return kg_walker_inputs.whole_graph(wconfig, ws, log)
+  """The whole capped graph the walker of ``wconfig`` walks."""
+  return walker_inputs.whole_graph(wconfig, ws, log)
 
 
 def make_refiner(config) -> refiner_lib.PathRefiner:

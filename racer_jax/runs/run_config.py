@@ -85,15 +85,40 @@ LEGACY = {
 }
 # sections a saved run may lack because they were added after it
 ADDED_SECTIONS = ("multihop",)
+# Fields removed with the subgraph walker (issue 52): the values a saved run
+# may hold that mean what the code does now. Another value was read only by
+# a RACER walker run (method racer, stage walker), which is then refused;
+# in any other run the field did not apply and is dropped.
+RETIRED = {
+    "walker.graph": ("kg",),
+    "walker.heuristic_weight": (0, 0.0),
+    "batch.shards": (0, 1),
+}
 
 
-def upgrade(config: dict) -> list[str]:
+def upgrade(config: dict, where: str = "a saved run's config") -> list[str]:
   """Fills, in place, every field of today's schema (``configs/default.py``)
   that a saved ``config`` lacks: the value it trained with
   (:data:`LEGACY`), else today's default; a whole section added since
   (:data:`ADDED_SECTIONS`, which the run never read) gets today's defaults.
-  Returns the fields filled. The library then reads every field directly,
-  never with a fallback."""
+  Drops the :data:`RETIRED` fields, refusing (ConfigError naming
+  ``where``) a walker run trained with what they switched on. Returns the
+  fields filled. The library then reads every field directly, never with a
+  fallback."""
+  saved = _flat(config)
+  walker_run = (saved.get("method") == "racer" and
+                saved.get("train.stage") == "walker")
+  for field, now in RETIRED.items():
+    if field not in saved:
+      continue
+    section, name = field.split(".")
+    value = config[section].pop(name)
+    if walker_run and value not in now:
+      raise ConfigError(
+          f"{where}: {field}={value!r}: this walker run was trained with "
+          "the subgraph walker, retired in December 2026 (the walker now "
+          "walks the whole graph); retrain it with today's configs, or "
+          "evaluate it with racer_jax from before the retirement")
   filled = []
   new_sections = {s for s in ADDED_SECTIONS if s not in config}
   for field, value in _flat(json.loads(
@@ -126,7 +151,7 @@ def load(workdir, what: str = "run") -> ml_collections.ConfigDict:
         f"section(s) {', '.join(missing)} (every config.json this version "
         "writes has them; was the file edited or cut?)")
   saved = config.pop(ABSOLUTE, None) or {}
-  upgrade(config)
+  upgrade(config, str(Path(workdir) / "config.json"))
   for field in RUN_PATHS:
     _replace(config, field, lambda v, f=field: _absolute(v, workdir,
                                                          saved.get(f)))
@@ -258,7 +283,8 @@ def save(config, workdir, stage: str) -> None:
   path = Path(workdir) / "config.json"
   if path.exists():
     old = load_dict(workdir, f"{stage} run")
-    upgrade(old)    # a field added since means what the run trained with
+    # a field added since means what the run trained with
+    upgrade(old, str(path))
     changed = changed_fields(old, new, stage)
     a, b = _flat(old), _flat(new)
     resumable = {k: [a.get(k), b.get(k)] for k in RESUMABLE

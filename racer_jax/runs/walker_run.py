@@ -1,7 +1,7 @@
-"""What the subgraph and whole-graph walker runs share on the host: the
-train state (restored from the newest checkpoint, else fresh, the shared
-memory optionally taken from another run) and the update loop with its
-checkpoints, metrics and periodic evaluation."""
+"""The walker run's host side: the train state (restored from the newest
+checkpoint, else fresh, the shared memory optionally taken from another
+run) and the update loop with its checkpoints, metrics and periodic
+evaluation."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def walker_state(config, ws, policy, optimizer, workdir: Path, log=print):
 
 def run_walker_updates(config, workdir: Path, state, ckpt: Checkpointer,
                        one_update: Callable, evaluate: Callable, *,
-                       stop_after: int | None, progress: bool, desc: str,
-                       theta=None) -> dict:
+                       stop_after: int | None, progress: bool,
+                       desc: str) -> dict:
   """Runs ``one_update(state, step)`` from the state's step to
   ``train.num_steps`` (or ``stop_after`` updates), checkpointing,
   logging and evaluating (``evaluate(state, step)`` every
@@ -65,7 +65,7 @@ def run_walker_updates(config, workdir: Path, state, ckpt: Checkpointer,
   _, last, _ = run_stage_updates(
       state, one_update, config=config, workdir=workdir, ckpt=ckpt,
       start=start, total=t.num_steps, stop_after=stop_after,
-      record=lambda done: {"theta": theta},
+      record=lambda done: {},
       evaluate=evaluate if t.eval_every else None, eval_every=t.eval_every,
       progress=progress, desc=desc,
       stall_timeout_s=t.stall_timeout_s or None)

@@ -10,7 +10,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from racer_jax.data import datasets, prepare, qa, subgraph_cache, validation
-from racer_jax.data import sharded as sharded_lib
 from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.kg.store import KnowledgeGraph
 from racer_jax.kg.subgraph import Subgraph
@@ -20,13 +19,12 @@ from racer_jax.text import encoder_registry, tables
 
 @dataclasses.dataclass
 class SplitData:
-  """A loaded split. When sharded, ``examples`` is the whole split (text)
-  and ``subgraphs``/``dataset`` hold only this process's shards; a split
-  loaded with its validation slice held out keeps all ``examples`` and
-  ``subgraphs`` but leaves the slice out of ``dataset``."""
+  """A loaded split. A split loaded with its validation slice held out
+  keeps all ``examples`` and ``subgraphs`` but leaves the slice out of
+  ``dataset``."""
   examples: list[qa.QAExample]
   subgraphs: list[Subgraph]
-  dataset: BucketedDataset | sharded_lib.ShardedDataset
+  dataset: BucketedDataset
   query: np.ndarray | None = None  # float32 [len(examples), d]
 
 
@@ -48,18 +46,14 @@ def make_encoder(config) -> encoder_lib.TextEncoder:
 def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
                    progress: bool = True,
                    log: Callable[[str], None] = print,
-                   shards: dict[str, tuple[int, Sequence[int]]] | None = None,
                    hold_out: Sequence[str] = ()) -> Workspace:
   """Prepares (or reuses) ``splits`` in ``prep_dir`` and loads them.
 
-  ``shards`` maps a split to ``(S, the shards to hold)``: that split is
-  loaded as a :class:`ShardedDataset`, reading and padding only the held
-  shards' questions from the subgraph cache. The datasets of the splits in
+  The datasets of the splits in
   ``hold_out`` leave out the validation slice of ``config``
   (:mod:`racer_jax.data.validation`; ``examples`` and ``subgraphs`` keep
   every question, batches report dataset indices).
   """
-  shards = shards or {}
   prep_dir = Path(prep_dir)
   config = config.copy_and_resolve_references()
   with config.unlocked():
@@ -79,7 +73,7 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
       log(f"warning: {loaded.duplicate_choices} {split} question(s) give a "
           f"choice twice; the first: {loaded.warnings[0]}")
     cached = prep_dir / f"{split}.subgraphs.npz"
-    num_nodes, num_edges = subgraph_cache.subgraph_sizes(cached)
+    num_nodes, _ = subgraph_cache.subgraph_sizes(cached)
     if len(examples) != len(num_nodes):
       raise RuntimeError(f"{prep_dir}: {len(num_nodes)} cached subgraphs "
                          f"for {len(examples)} {split} questions; delete "
@@ -95,31 +89,11 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
         log(f"{split}: {int((~kept).sum()):,} questions of the validation "
             "slice left out (the critic is calibrated on them)")
 
-    def dataset_of(ids, subgraphs):
-      return BucketedDataset(
-          subgraphs, [examples[i].answer_index for i in ids], query[ids],
-          buckets=buckets, num_choices=config.batch.num_choices,
-          max_degree=config.subgraph.max_degree, ids=ids)
-    if split not in shards:
-      subgraphs = subgraph_cache.load_subgraphs(cached)
-      ids = np.flatnonzero(kept)
-      out[split] = SplitData(examples, subgraphs, dataset_of(
-          ids, [subgraphs[i] for i in ids]), query)
-      continue
-    num_shards, held = shards[split]
-    bounds = sharded_lib.shard_bounds(len(examples), num_shards)
-    parts, subgraphs = {}, []
-    for s in held:
-      ids = np.arange(bounds[s], bounds[s + 1])
-      ids = ids[kept[ids]]
-      mine = subgraph_cache.load_subgraphs(cached, select=ids)
-      parts[s] = dataset_of(ids, mine)
-      subgraphs += mine
-    bucket = sharded_lib.bucket_of(num_nodes, num_edges, buckets)
-    dataset = sharded_lib.ShardedDataset(np.where(kept, bucket, -1),
-                                         num_shards, parts)
-    log(f"{split}: holding question shards {list(held)} of {num_shards} "
-        f"({dataset.num_questions:,} of {len(examples):,} questions)")
-    out[split] = SplitData(examples, subgraphs, dataset, query)
+    subgraphs = subgraph_cache.load_subgraphs(cached)
+    ids = np.flatnonzero(kept)
+    out[split] = SplitData(examples, subgraphs, BucketedDataset(
+        [subgraphs[i] for i in ids], [examples[i].answer_index for i in ids],
+        query[ids], buckets=buckets, num_choices=config.batch.num_choices,
+        max_degree=config.subgraph.max_degree, ids=ids), query)
   return Workspace(kg=kg, concept_emb=concept_emb, relation_emb=relation_emb,
                    splits=out, prep_dir=prep_dir, report=report)

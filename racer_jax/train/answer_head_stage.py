@@ -3,7 +3,7 @@ head over frozen MiniLM vectors of question, choice and knowledge
 (:mod:`racer_jax.answer.choice_head`). Same data, knowledge and evaluation as
 the cross-encoder stage; the vectors are encoded once and cached in the
 workdir. With ``answer.evidence_workdir`` the head also reads each choice's
-whole-graph walker evidence (:func:`choice_head.evidence_features`); with
+walker evidence (:func:`choice_head.evidence_features`); with
 ``answer.graph_workdir`` the graph of the refined paths
 (:mod:`racer_jax.answer.path_graph`, read by
 :mod:`racer_jax.answer.graph_head`), built once and cached in the workdir."""

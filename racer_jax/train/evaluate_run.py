@@ -54,7 +54,7 @@ OPTIONS = (
     Option("step", "integer", None, "Checkpoint step (default: the newest).",
            _CHECKPOINTED),
     Option("split", "string", None, "Split (default: eval.split); "
-           "refiner and whole-graph walker runs also take 'validation', "
+           "walker and refiner runs also take 'validation', "
            "the training questions the run left out.", _TRAINED),
     Option("memory_beta", "float", None, "Walker runs with a shared memory: "
            "override its reranking weight (0 = memory off).", ("walker",)),
@@ -225,13 +225,10 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
         _pairs(o["compare"], "compare"), workdir, key=o["compare_key"],
         target=o["target"])
   check_config(config)
-  if o["split"] == validation.SPLIT and not (
-      kind == "refiner" or (kind == "walker" and
-                            config.walker.graph == "kg")):
-    raise ConfigError(f"--split={validation.SPLIT}: only refiner and "
-                      f"whole-graph walker runs evaluate on their validation "
-                      f"slice; {a_or_an(kind)} run takes a dataset "
-                      "split")
+  if o["split"] == validation.SPLIT and kind not in ("refiner", "walker"):
+    raise ConfigError(f"--split={validation.SPLIT}: only walker and refiner "
+                      f"runs evaluate on their validation slice; "
+                      f"{a_or_an(kind)} run takes a dataset split")
   if kind == "answer_only":
     return answer_eval.evaluate(config, data_dir, workdir,
                                 ensemble=o["ensemble"], split=o["split"],

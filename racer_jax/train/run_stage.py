@@ -1,9 +1,8 @@
 """Which stage driver trains a config: ``launch/train.py``'s one call.
 
-``method`` picks the walker's family (``racer``: RACER's walker, the
-subgraph or the whole-graph one by ``walker.graph``; ``hygrl``: HyGRL's
-beam-search policy on ConceptNet; ``hygrl_multihop``: HyGRL on a passage
-graph, its own setting) and ``train.stage`` the stage (``walker``,
+``method`` picks the walker's family (``racer``: RACER's walker on the
+whole graph; ``hygrl``: HyGRL's beam-search policy on ConceptNet;
+``hygrl_multihop``: HyGRL on a passage graph, its own setting) and ``train.stage`` the stage (``walker``,
 ``refiner``, ``answer``). Only the walker trains across several processes.
 """
 

@@ -1,9 +1,12 @@
 """The walker's training run: data, jitted updates, logging, checkpoints.
 
-``train(config, data_dir, workdir)`` is the whole run. It resumes from the
-newest checkpoint in ``workdir``; since the batch of step ``s`` and its
-randomness are functions of ``(seed, s)``, a resumed run ends with the same
-parameters as an uninterrupted one.
+``train(config, data_dir, workdir)`` is the whole run: the environment is
+the whole knowledge graph capped at ``walker.bandwidth`` candidates per
+node, the batches :class:`~racer_jax.data.goal_batch.GoalBatch`es of
+grounded concept ids. It resumes from the newest checkpoint in
+``workdir``; since the batch of step ``s`` and its randomness are
+functions of ``(seed, s)``, a resumed run ends with the same parameters as
+an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -13,110 +16,85 @@ from typing import Callable
 
 import jax
 import numpy as np
-from jax.experimental import multihost_utils
 
 from racer_jax.data import curriculum
+from racer_jax.errors import ConfigError
 from racer_jax.eval import learning_curves
 from racer_jax.eval.walker_eval import run_eval
-from racer_jax.hygrl.stage import calibrate
 from racer_jax.rl import parallel
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs.builders import (
   make_policy,
   p_teacher_at,
-  question_shards,
   start_run,
   walker_train_config,
 )
 from racer_jax.runs.config_checks import check_config
+from racer_jax.runs.walker_inputs import (
+  goal_data,
+  kg_structural_features,
+  whole_graph,
+)
 from racer_jax.runs.walker_run import run_walker_updates, walker_state
-from racer_jax.train.kg_walker_stage import train_kg
-
-
-def make_sampler(config, split_data, log=print):
-  """The training batch source: the dataset itself (uniform epochs) or,
-  with ``curriculum.enabled``, GraphDancer's easy-to-hard sampler over the
-  questions' subgraphs."""
-  def features():
-    ids = split_data.dataset.ids  # the dataset's questions, in its order
-    return curriculum.structural_features(
-        [split_data.subgraphs[i] for i in ids],
-        [split_data.examples[i].answer_index for i in ids])
-
-  return curriculum.make_sampler(config, split_data.dataset, features, log)
-
-
-def batch_index(batch) -> np.ndarray:
-  """Dataset indices of a batch's real questions."""
-  index = np.asarray(batch.example_index)
-  return index[np.asarray(batch.example_mask)]
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
-          log: Callable[[str], None] = print,
-          stop_after: int | None = None) -> dict:
+             log: Callable[[str], None] = print,
+             stop_after: int | None = None) -> dict:
   """Trains the walker; returns the last logged metrics.
 
   ``stop_after`` ends this invocation after that many updates (as if the
   process were stopped); the next call with the same workdir resumes.
   """
-  if config.walker.graph == "kg":
-    return train_kg(config, data_dir, workdir, progress=progress, log=log,
-                    stop_after=stop_after)
   t = config.train
-  num_shards, held = question_shards(config)
-  workdir, ws, eval_split = start_run(
-      config, data_dir, workdir, progress=progress, log=log,
-      shards={t.split: (num_shards, held)} if num_shards > 1 else None)
+  workdir, ws, eval_split = start_run(config, data_dir, workdir,
+                                      progress=progress, log=log)
   if jax.process_count() > 1 and t.eval_every:
-    raise ValueError("train.eval_every runs on one process; in a "
-                     "multi-process run set it to 0 and evaluate the "
-                     "checkpoints with launch/evaluate.py")
-  dataset = ws.splits[t.split].dataset
+    raise ConfigError("train.eval_every runs on one process; in a "
+                      "multi-process run set it to 0 and evaluate the "
+                      "checkpoints with launch/evaluate.py")
+  dataset = goal_data(config, ws, t.split, log)
   policy = make_policy(config)
   optimizer = train_lib.make_optimizer(t.learning_rate, t.grad_clip)
-  state, ckpt, record = walker_state(config, ws, policy, optimizer, workdir,
-                                     log)
-  theta = record.get("theta")
-  if config.walker.heuristic_weight and theta is None:
-    # the walker's pruning prior fuses the four graph heuristics only
-    theta = calibrate(config, dataset, ws.concept_emb, log,
-                      with_choice=False)
-    if jax.process_count() > 1:  # every process uses process 0's fit
-      theta = multihost_utils.broadcast_one_to_all(theta)
-    theta = np.asarray(theta).tolist()
+  state, ckpt, _ = walker_state(config, ws, policy, optimizer, workdir, log)
   mesh = parallel.make_mesh(t.num_devices)
-  theta_dev = None if theta is None else parallel.replicate(
-      mesh, np.asarray(theta, np.float32))
   state = parallel.replicate(mesh, state)
-  concept_emb = parallel.replicate(mesh, ws.concept_emb)
+  host_graph = whole_graph(config, ws, log)
+  # GraphDancer's easy-to-hard sampler, or uniform epochs
+  sampler = curriculum.make_sampler(
+      config, dataset, lambda: kg_structural_features(
+          host_graph, dataset, config.walker.max_steps), log)
+  graph = parallel.replicate(mesh, host_graph)
   relation_emb = parallel.replicate(mesh, ws.relation_emb)
-  update = train_lib.make_train_step(policy, optimizer,
-                                     walker_train_config(config))
-  evaluate_fn = train_lib.make_eval_step(policy, walker_train_config(config))
+  cfg = walker_train_config(config)
+  update = train_lib.make_train_step(policy, optimizer, cfg)
   bs = config.batch.batch_size
-  sampler = make_sampler(config, ws.splits[t.split], log)
+  eval_data = goal_data(config, ws, eval_split, log) if eval_split else None
+  evaluate_fn = train_lib.make_eval_step(
+      policy, cfg, config.walker.eval_samples)
 
   def one_update(state, step):
     host = sampler.batch_for_step(step, config.seed, bs,
                                   parallel.process_rows(bs))
     batch = parallel.shard_batch(mesh, host, bs)
-    state, metrics = update(state, batch, concept_emb, relation_emb,
-                            np.float32(p_teacher_at(config, step)), theta_dev)
+    state, metrics = update(state, graph, batch, relation_emb,
+                            np.float32(p_teacher_at(config, step)))
     if sampler is not dataset:
-      metrics = dict(metrics, **sampler.step_metrics(step, batch_index(host)))
+      index = np.asarray(host.example_index)
+      metrics = dict(metrics, **sampler.step_metrics(
+          step, index[np.asarray(host.example_mask)]))
     return state, metrics
 
   def evaluate(state, step):
     del step
-    return run_eval(evaluate_fn, state.params, ws.splits[eval_split], ws.kg,
-                    concept_emb, relation_emb, config.eval.batch_size,
-                    theta=theta_dev, memory=state.memory)
+    return run_eval(evaluate_fn, state.params, graph, eval_data,
+                       ws.splits[eval_split].examples, ws.kg, relation_emb,
+                       config.eval.batch_size, memory=state.memory)
 
   return run_walker_updates(config, workdir, state, ckpt, one_update,
                             evaluate, stop_after=stop_after,
-                            progress=progress, desc="train walker",
-                            theta=theta)
+                            progress=progress,
+                            desc="train walker")
 
 
 def curriculum_comparison(config, data_dir, root, seeds, *, eval_every: int,

@@ -71,7 +71,7 @@ def _seen(dataset, steps, batch_size=4):
 
 def test_the_retrieval_stack_never_trains_on_the_validation_slice(tmp_path):
   """Walker, refiner and HyGRL load their training split with the slice
-  held out (``start_run``), sharded or not; the examples stay whole."""
+  held out (``start_run``); the examples stay whole."""
   from configs import test as test_config
   from racer_jax.runs.workspace import load_workspace
   config = test_config.get_config()
@@ -81,10 +81,9 @@ def test_the_retrieval_stack_never_trains_on_the_validation_slice(tmp_path):
   _, held = validation.split_rows(config, n)
   assert len(held) == 8 and _seen(whole.splits["train"].dataset, 20) == set(
       range(n))
-  for shards in (None, {"train": (2, [0, 1])}):
-    ws = load_workspace(config, None, tmp_path, ["train"], shards=shards,
-                        hold_out=["train"], **quiet)
-    data = ws.splits["train"]
-    assert len(data.examples) == n
-    assert data.dataset.num_questions == n - len(held)
-    assert _seen(data.dataset, 20) == set(range(n)) - set(held.tolist())
+  ws = load_workspace(config, None, tmp_path, ["train"], hold_out=["train"],
+                      **quiet)
+  data = ws.splits["train"]
+  assert len(data.examples) == n
+  assert data.dataset.num_questions == n - len(held)
+  assert _seen(data.dataset, 20) == set(range(n)) - set(held.tolist())

@@ -8,7 +8,7 @@ import pytest
 
 from racer_jax.data import datasets, qa, validation
 from racer_jax.errors import ConfigError
-from racer_jax.eval import kg_walker_eval, refiner_eval
+from racer_jax.eval import refiner_eval, walker_eval
 from racer_jax.train import evaluate_run, walker_stage
 from tests.trained_runs import QUIET, retrieval_runs, walker_run  # noqa: F401
 
@@ -40,15 +40,15 @@ def test_refiner_evaluates_the_slice_it_never_trained_on(retrieval_runs):
       on_slice["refiner_choice_accuracy"] * len(held))
 
 
-@pytest.mark.slow  # trains a small whole-graph walker (~1 min on 2 cores)
-def test_kg_walker_rows_are_exactly_the_slice(walker_run, tmp_path):
+@pytest.mark.slow  # trains a small walker (~1 min on 2 cores)
+def test_walker_rows_are_exactly_the_slice(walker_run, tmp_path):
   config, _ = walker_run
   config = config.copy_and_resolve_references()
-  config.walker.graph, config.walker.bandwidth = "kg", 16
+  config.walker.bandwidth = 16
   config.train.num_steps = 1
   walker_stage.train(config, None, tmp_path / "kg", **QUIET)
-  figures = kg_walker_eval.evaluate_kg(config, None, tmp_path / "kg",
-                                       split="validation", **QUIET)
+  figures = walker_eval.evaluate(config, None, tmp_path / "kg",
+                                split="validation", **QUIET)
   rows = [json.loads(line) for line in open(
       tmp_path / "kg" / "eval" / f"validation_step{figures['step']}" /
       "questions.jsonl")]
@@ -56,13 +56,13 @@ def test_kg_walker_rows_are_exactly_the_slice(walker_run, tmp_path):
   assert figures["labeled"] == len(_held_out(config))
 
 
-def test_other_runs_and_runs_without_a_slice_are_refused(walker_run,
-                                                         retrieval_runs):
-  config, walker_dir = walker_run   # the subgraph walker
-  with pytest.raises(ConfigError, match="only refiner and whole-graph"):
-    evaluate_run.evaluate_run(config, None, walker_dir,
+def test_other_runs_and_runs_without_a_slice_are_refused(retrieval_runs):
+  config, walker_dir, refiner_dir = retrieval_runs
+  hygrl = config.copy_and_resolve_references()
+  hygrl.method, hygrl.train.stage = "hygrl", "walker"   # refused at once
+  with pytest.raises(ConfigError, match="only walker and refiner runs"):
+    evaluate_run.evaluate_run(hygrl, None, walker_dir,
                               {"split": "validation"}, progress=False)
-  config, _, refiner_dir = retrieval_runs
   config = config.copy_and_resolve_references()
   config.answer.validation_fraction = 0.0
   with pytest.raises(ConfigError, match="kept none"):

@@ -1,9 +1,8 @@
-"""launch/train.py across processes (the subgraph and the whole-graph walker):
-2 processes x 4 CPU devices (gloo
-collectives over 127.0.0.1), each loading only its half of the questions,
-train the demo walker to the same parameters as one process with 8 devices
-and the same two question shards; a killed peer makes the survivor exit
-with a clear error instead of hanging."""
+"""launch/train.py across processes: 2 processes x 4 CPU devices (gloo
+collectives over 127.0.0.1), each keeping its rows of every batch, train
+the demo walker to the same parameters as one process with 8 devices; a
+killed peer makes the survivor exit with a clear error instead of
+hanging."""
 
 import os
 import signal
@@ -64,12 +63,11 @@ def _start_pair(tmp_path, workdir, steps, extra=()):
       stderr=subprocess.PIPE, text=True) for i in range(2)]
 
 
-KG = ("--config.walker.graph=kg", "--config.walker.bandwidth=16")
+KG = ("--config.walker.bandwidth=16",)
 
 
-def _final(workdir, steps, graph="subgraph"):
+def _final(workdir, steps):
   config = test_config.get_config()
-  config.walker.graph = graph
   config.prep_dir = str(workdir.parent / "prep")
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
   policy = builders.make_policy(config)
@@ -85,32 +83,26 @@ def _final(workdir, steps, graph="subgraph"):
 
 
 @pytest.mark.slow  # ~1-2 min: three JAX processes plus one
-@pytest.mark.parametrize("graph", ["subgraph", "kg"])
-def test_two_processes_match_one_process_with_eight_devices(tmp_path, graph):
-  # subgraph: each process loads its question shard; kg: the batches are
-  # small id arrays, each process reads them all and keeps its rows
+def test_two_processes_match_one_process_with_eight_devices(tmp_path):
+  # the batches are small id arrays: each process reads them all and keeps
+  # its rows
   steps = 10
-  extra = ("--config.batch.shards=2",) if graph == "subgraph" else KG
-  single = subprocess.run(_flags(tmp_path, steps, extra) + [
+  single = subprocess.run(_flags(tmp_path, steps, KG) + [
       f"--workdir={tmp_path / 'single'}"],
       cwd=tmp_path, env=_env(8),
       capture_output=True, text=True, timeout=600)
   assert single.returncode == 0, single.stderr[-3000:]
-  procs = _start_pair(tmp_path, tmp_path / "multi", steps,
-                      () if graph == "subgraph" else KG)
+  procs = _start_pair(tmp_path, tmp_path / "multi", steps, KG)
   outs = [p.communicate(timeout=600) for p in procs]
   for p, (_, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
-  if graph == "subgraph":
-    assert "holding question shards [0, 1] of 2" in single.stdout
-    assert "holding question shards [0] of 2" in outs[0][0]  # process 0 logs
   reports = [[x for x in out.splitlines() if x.startswith("{")]
              for out, _ in outs]
   assert len(reports[0]) == 1 and not reports[1]  # process 0 reports
   lines = (tmp_path / "multi" / "metrics.jsonl").read_text().splitlines()
   assert len(lines) == steps // 5  # logged once, by process 0
-  chex.assert_trees_all_close(_final(tmp_path / "single", steps, graph),
-                              _final(tmp_path / "multi", steps, graph),
+  chex.assert_trees_all_close(_final(tmp_path / "single", steps),
+                              _final(tmp_path / "multi", steps),
                               rtol=1e-5, atol=1e-6)
 
 

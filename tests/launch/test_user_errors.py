@@ -109,8 +109,8 @@ CASES = {
                        "--config.data.files.train={run}/missing.jsonl",
                        "--out_dir={run}/p"], "missing.jsonl not found"),
     "another benchmark's flag": (
-        "benchmark.py", ["prepare", "--walkers=4"],
-        "--walkers is a flag of the rollout benchmark"),
+        "benchmark.py", ["prepare", "--kg_walkers=4"],
+        "--kg_walkers is a flag of the kg_rollout benchmark"),
     "a stray argument": (
         "evaluate.py", ["--workdir={run}", "dev"], "unexpected argument"),
 }

@@ -289,29 +289,11 @@ def test_intrinsic_features_by_hand():
   paths = {"edges": edges, "valid": jnp.array([[True, True, False]]),
            "log_prob": jnp.array([[-3.0, -1.0, -9.0]])}
   quality = jnp.linspace(-0.4, 0.5, 10)   # per global edge id
-  got = np.asarray(refiner_update.intrinsic_features(
-      None, paths, quality, whole=True))[0]
+  got = np.asarray(refiner_update.intrinsic_features(paths, quality))[0]
   q = np.asarray(quality)
   want = [[-3.0, -1.5, 2 / 3, (q[4] + q[7]) / 2, min(q[4], q[7])],
           [-1.0, -1.0, 1 / 3, q[2], q[2]],
           [0.0, 0.0, 0.0, 0.0, 0.0]]
   np.testing.assert_allclose(got, want, rtol=1e-6)
-  no_memory = np.asarray(refiner_update.intrinsic_features(
-      None, paths, None, whole=True))[0]
+  no_memory = np.asarray(refiner_update.intrinsic_features(paths, None))[0]
   np.testing.assert_allclose(no_memory[:, 3:], 0.0)
-
-
-def test_intrinsic_features_map_subgraph_edges_to_global_ids():
-  import types
-  from racer_jax.refine import refiner_update
-  local = jnp.array([[[1, 0, -1]]], jnp.int32)         # subgraph edge ids
-  batch = types.SimpleNamespace(graphs=types.SimpleNamespace(
-      edges={"edge_id": jnp.array([[7, 4, 2]], jnp.int32)}))
-  paths = {"edges": local, "valid": jnp.array([[True]]),
-           "log_prob": jnp.array([[-2.0]])}
-  quality = jnp.linspace(-0.4, 0.5, 10)
-  got = np.asarray(refiner_update.intrinsic_features(batch, paths,
-                                                     quality))[0, 0]
-  q = np.asarray(quality)
-  np.testing.assert_allclose(got[3:], [(q[4] + q[7]) / 2, min(q[4], q[7])],
-                             rtol=1e-6)

@@ -1,5 +1,5 @@
 """RACER's memory keeps failures as well as successes: a training walk of
-the whole-graph walker that ends on a wrong choice's concept counts against
+the walker that ends on a wrong choice's concept counts against
 its edges (issue 51: training recorded successes only)."""
 
 import tempfile
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from configs import test as test_config
-from racer_jax.rl import kg_walker_update
+from racer_jax.rl import walker_update
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs import builders
-from racer_jax.runs.kg_walker_inputs import goal_data, whole_graph
+from racer_jax.runs.walker_inputs import goal_data, whole_graph
 from racer_jax.runs.workspace import load_workspace
 
 
@@ -28,14 +28,14 @@ def test_a_walk_that_ends_on_a_wrong_choice_is_a_failure():
                     jnp.int32)
   traj = types.SimpleNamespace(
       nodes=nodes, reached=jnp.array([[True, False, False, False]]))
-  failed = kg_walker_update.ends_on_wrong_choice(traj, batch)
+  failed = walker_update.ends_on_wrong_choice(traj, batch)
   np.testing.assert_array_equal(failed, [[False, True, False, False]])
 
 
 @pytest.fixture(scope="module")
 def world():
   config = test_config.get_config()
-  config.walker.graph, config.walker.bandwidth = "kg", 16
+  config.walker.bandwidth = 16
   config.memory.enabled = True
   ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
                       progress=False, log=lambda _: None)
@@ -47,7 +47,7 @@ def _train(config, ws, steps=6):
   opt = train_lib.make_optimizer(config.train.learning_rate, 1.0)
   cfg = builders.walker_train_config(config)
   data = goal_data(config, ws, "train", log=lambda _: None)
-  update = kg_walker_update.make_kg_train_step(policy, opt, cfg)
+  update = walker_update.make_train_step(policy, opt, cfg)
   state = train_lib.create_train_state(policy, opt, 0, ws.concept_emb.shape[1],
                                        memory_edges=ws.kg.num_edges)
   graph = whole_graph(config, ws, lambda _: None)

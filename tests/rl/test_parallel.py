@@ -1,6 +1,5 @@
 """Data-parallel update on 8 (forced host) devices equals 1 device,
-parameters and the shared memory alike, for the subgraph and the
-whole-graph walker.
+parameters and the shared memory alike.
 
 Semantic pruning is off here: its top-k orders each node's edges by float
 scores, and a device holding 1 row instead of 8 rounds those matmuls
@@ -26,30 +25,22 @@ SCRIPT = textwrap.dedent("""
     from configs import test as test_config
     from racer_jax.runs import builders
     from racer_jax.runs.workspace import load_workspace
-    from racer_jax.runs.kg_walker_inputs import goal_data, whole_graph
+    from racer_jax.runs.walker_inputs import goal_data, whole_graph
     from racer_jax.rl import parallel
-    from racer_jax.rl import kg_walker_update
     from racer_jax.rl import walker_update as train_lib
 
     config = test_config.get_config()
-    config.walker.graph = {graph!r}
     config.walker.bandwidth = 16
     config.memory.enabled = True  # the memory is updated and reranks
-    config.memory.train_failures = config.walker.graph == "kg"
+    config.memory.train_failures = True
     config.walker.prune = False  # near-tied top-k orders: the module docstring
     ws = load_workspace(config, None, tempfile.mkdtemp(), ["train"],
                         progress=False, log=lambda _: None)
     policy = builders.make_policy(config)
     opt = train_lib.make_optimizer(config.train.learning_rate, 1.0)
     cfg = builders.walker_train_config(config)
-    if config.walker.graph == "kg":
-      data = goal_data(config, ws, "train", log=lambda _: None)
-      update = kg_walker_update.make_kg_train_step(policy, opt, cfg)
-      sharded_leaf = lambda batch: batch.question_concepts
-    else:
-      data = ws.splits["train"].dataset
-      update = train_lib.make_train_step(policy, opt, cfg)
-      sharded_leaf = lambda batch: batch.node_mask
+    data = goal_data(config, ws, "train", log=lambda _: None)
+    update = train_lib.make_train_step(policy, opt, cfg)
     finals, memories = [], []
     for devices in (1, 8):
       mesh = parallel.make_mesh(devices)
@@ -57,18 +48,13 @@ SCRIPT = textwrap.dedent("""
           policy, opt, 0, ws.concept_emb.shape[1],
           memory_edges=ws.kg.num_edges))
       remb = parallel.replicate(mesh, ws.relation_emb)
-      if config.walker.graph == "kg":
-        graph = parallel.replicate(mesh, whole_graph(config, ws, lambda _: 0))
-        run = lambda state, batch: update(state, graph, batch, remb,
-                                          np.float32(0.5))
-      else:
-        cemb = parallel.replicate(mesh, ws.concept_emb)
-        run = lambda state, batch: update(state, batch, cemb, remb,
-                                          np.float32(0.5))
+      graph = parallel.replicate(mesh, whole_graph(config, ws, lambda _: 0))
+      run = lambda state, batch: update(state, graph, batch, remb,
+                                        np.float32(0.5))
       for step in range(4):
         batch = parallel.shard_batch(mesh, data.batch_for_step(step, 0, 8), 8)
         if devices == 8:
-          leaf = sharded_leaf(batch)
+          leaf = batch.question_concepts
           assert len(leaf.sharding.device_set) == 8, leaf.sharding
         state, metrics = run(state, batch)
         assert float(metrics["finite"]) == 1.0
@@ -78,8 +64,7 @@ SCRIPT = textwrap.dedent("""
       memories.append(jax.device_get(state.memory))
     # Counts are whole numbers: the sharded scatter-add must be exact.
     assert float(memories[0].success.sum()) > 0
-    if config.walker.graph == "kg":  # and failures, shard-summed exactly
-      assert float(memories[0].failure.sum()) > 0
+    assert float(memories[0].failure.sum()) > 0  # and failures, likewise
     for a, b in zip(jax.tree.leaves(memories[0]), jax.tree.leaves(memories[1])):
       np.testing.assert_array_equal(a, b)
     diffs = jax.tree.leaves(jax.tree.map(
@@ -91,13 +76,12 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
-@pytest.mark.parametrize("graph", ["subgraph", "kg"])
-def test_eight_devices_match_one(graph):
+def test_eight_devices_match_one():
   env = dict(os.environ,
              XLA_FLAGS="--xla_force_host_platform_device_count=8",
              JAX_PLATFORMS="cpu")
   out = subprocess.run(
-      [sys.executable, "-c", SCRIPT.format(repo=str(REPO), graph=graph)],
+      [sys.executable, "-c", SCRIPT.format(repo=str(REPO))],
       capture_output=True, text=True, env=env, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "OK" in out.stdout, out.stdout

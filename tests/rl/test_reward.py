@@ -1,5 +1,5 @@
-"""RACER's composite reward is written once (rl/reward.py) and both walkers
-read it: a term is one TERMS entry plus its weight field."""
+"""RACER's composite reward is written once (rl/reward.py) and the walker
+reads it: a term is one TERMS entry plus its weight field."""
 
 import dataclasses
 
@@ -36,14 +36,3 @@ def test_the_reward_is_the_papers_formula():
   no_reach = weights.replace(reach=0.0)
   np.testing.assert_allclose(reward_lib.step_reward(no_reach, True, move),
                              want - 1.0, rtol=1e-6)
-
-
-def test_a_subgraph_move_reads_its_tables():
-  tables = reward_lib.reward_tables(
-      node_emb=jnp.eye(3), rel_emb=jnp.eye(2), query=jnp.array([0.0, 1.0]),
-      target=jnp.array([0.0, 0.0, 1.0]),
-      is_target=jnp.array([False, False, True]))
-  move = reward_lib.table_transition(tables, 1, 0, 2)
-  assert float(move.relation_query) == 1.0
-  assert float(move.target_after - move.target_before) == 1.0
-  assert bool(move.arrived)

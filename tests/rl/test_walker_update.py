@@ -1,6 +1,5 @@
-"""The jitted walker update: one compile per bucket, NaN guard, exact
-checkpoints and resume (subgraph and whole-graph walkers), learning on the
-demo KG."""
+"""The jitted walker update: one compile over batches, NaN guard, exact
+checkpoints and resume (the shared memory too), learning on the demo KG."""
 
 import functools
 import json
@@ -18,6 +17,7 @@ from racer_jax.eval.walker_eval import run_eval
 from racer_jax.rl import walker_update as train_lib
 from racer_jax.runs import builders
 from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.walker_inputs import goal_data, whole_graph
 from racer_jax.runs.workspace import load_workspace
 from racer_jax.train import walker_stage
 from tests.conftest import REPO
@@ -27,8 +27,10 @@ from tests.conftest import REPO
 def demo_ws(tmp_path_factory):
   config = test_config.get_config()
   prep = tmp_path_factory.mktemp("prep")
-  return config, load_workspace(config, None, prep, ["train", "dev"],
-                                progress=False, log=lambda _: None)
+  ws = load_workspace(config, None, prep, ["train", "dev"], progress=False,
+                      log=lambda _: None)
+  return (config, ws, whole_graph(config, ws, lambda _: None),
+          goal_data(config, ws, "train", log=lambda _: None))
 
 
 def _setup(config, ws, memory_edges: int = 0):
@@ -41,46 +43,43 @@ def _setup(config, ws, memory_edges: int = 0):
   return policy, optimizer, state
 
 
-def test_one_trace_per_bucket(demo_ws):
-  config, ws = demo_ws
+def test_one_trace_over_batches(demo_ws):
+  config, ws, graph, data = demo_ws
   policy, optimizer, state = _setup(config, ws)
-  data = ws.splits["train"].dataset
-  cfg = builders.walker_train_config(config)
-  for bucket, members in data.members.items():
-    # A fresh program per bucket, traced exactly once over several batches.
-    update = train_lib.make_train_step(
-        policy, optimizer, cfg, donate=False,
-        wrap=functools.partial(chex.assert_max_traces, n=1))
-    for start in range(0, min(len(members), 12), 4):
-      positions = np.arange(start, min(start + 4, len(members)))
-      batch = data.batch(bucket, positions, 4)
-      state, metrics = update(state, batch, ws.concept_emb, ws.relation_emb,
-                              np.float32(0.5))
-      assert float(metrics["finite"]) == 1.0
+  # One program, traced exactly once over several batches (the last one
+  # padded).
+  update = train_lib.make_train_step(
+      policy, optimizer, builders.walker_train_config(config), donate=False,
+      wrap=functools.partial(chex.assert_max_traces, n=1))
+  for start in range(0, min(len(data), 14), 4):
+    positions = np.arange(start, min(start + 4, len(data)))
+    state, metrics = update(state, graph, data.batch(positions, 4),
+                            ws.relation_emb, np.float32(0.5))
+    assert float(metrics["finite"]) == 1.0
 
 
 def test_nan_guard_keeps_parameters(demo_ws):
-  config, ws = demo_ws
+  config, ws, graph, data = demo_ws
   policy, optimizer, state = _setup(config, ws)
   update = train_lib.make_train_step(policy, optimizer,
                                      builders.walker_train_config(config),
                                      donate=False)
-  batch = ws.splits["train"].dataset.batch_for_step(0, 0, 4)
-  bad = np.full_like(ws.concept_emb, np.nan)
-  new, metrics = update(state, batch, bad, ws.relation_emb, np.float32(0.5))
+  bad = np.full_like(ws.relation_emb, np.nan)
+  new, metrics = update(state, graph, data.batch_for_step(0, 0, 4), bad,
+                        np.float32(0.5))
   assert float(metrics["finite"]) == 0.0
   chex.assert_trees_all_equal(new.params, state.params)
   assert int(new.step) == 1
 
 
 def test_checkpoint_roundtrip_is_exact(demo_ws, tmp_path):
-  config, ws = demo_ws
+  config, ws, graph, data = demo_ws
   policy, optimizer, state = _setup(config, ws)
   update = train_lib.make_train_step(policy, optimizer,
                                      builders.walker_train_config(config))
   for step in range(3):
-    state, _ = update(state, ws.splits["train"].dataset.batch_for_step(
-        step, 0, 4), ws.concept_emb, ws.relation_emb, np.float32(0.5))
+    state, _ = update(state, graph, data.batch_for_step(step, 0, 4),
+                      ws.relation_emb, np.float32(0.5))
   state = jax.device_get(state)
   ckpt = Checkpointer(tmp_path / "ckpt")
   ckpt.save(3, state, {"note": "x"})
@@ -93,14 +92,11 @@ def test_checkpoint_roundtrip_is_exact(demo_ws, tmp_path):
 
 
 @pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
-@pytest.mark.parametrize("graph", ["subgraph", "kg"])
-def test_resume_after_stop_equals_uninterrupted(tmp_path, graph):
+def test_resume_after_stop_equals_uninterrupted(tmp_path):
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
-  if graph == "kg":  # the whole-graph walker, its shared memory checkpointed
-    config.walker.graph = "kg"
-    config.walker.bandwidth = 16
-    config.memory.enabled = True
+  config.walker.bandwidth = 16
+  config.memory.enabled = True  # the shared memory is checkpointed too
   quiet = dict(progress=False, log=lambda _: None)
   walker_stage.train(config, None, tmp_path / "straight", **quiet)
   walker_stage.train(config, None, tmp_path / "stopped", stop_after=13,
@@ -136,7 +132,9 @@ def test_training_beats_untrained_on_demo(tmp_path):
   ckpt.close()
   evaluate = train_lib.make_eval_step(policy,
                                       builders.walker_train_config(config))
-  args = (ws.splits["dev"], ws.kg, ws.concept_emb, ws.relation_emb, 8)
+  args = (whole_graph(config, ws, lambda _: None),
+          goal_data(config, ws, "dev", log=lambda _: None),
+          ws.splits["dev"].examples, ws.kg, ws.relation_emb, 8)
   before = run_eval(evaluate, untrained.params, *args)
   after = run_eval(evaluate, trained.params, *args)
   print(f"demo dev path hit rate: untrained {before['path_hit_rate']:.3f}, "

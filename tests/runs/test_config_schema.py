@@ -67,8 +67,8 @@ def _sections(cls):
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("walker.graph", "kgg", r"walker.graph='kgg': expected one of \['kg', "
-     r"'subgraph'\] \(did you mean 'kg'\?\)"),
+    ("walker.recurrent", "gur", r"walker.recurrent='gur': expected one of "
+     r"\['gru', 'lstm'\] \(did you mean 'gru'\?\)"),
     ("refiner.loss", "pairwize", r"did you mean 'pairwise'"),
     ("batch.batch_size", 0, r"batch.batch_size=0: must be an integer ≥ 1"),
     ("train.gamma", 1.5, r"train.gamma=1.5: must be ≥ 0.0 and ≤ 1.0"),
@@ -85,9 +85,9 @@ def test_a_value_its_field_does_not_allow_is_refused(key, value, message):
 
 def test_a_misspelt_field_in_a_config_file_is_refused():
   config = default.get_config()
-  config.walker.grpah = "kg"    # a config file can add keys; the check not
-  with pytest.raises(ConfigError, match=r"walker.grpah: not a setting "
-                     r"\(did you mean walker.graph\?\)"):
+  config.walker.bandwidht = 64   # a config file can add keys; the check not
+  with pytest.raises(ConfigError, match=r"walker.bandwidht: not a setting "
+                     r"\(did you mean walker.bandwidth\?\)"):
     check_config(config)
 
 

@@ -265,6 +265,36 @@ def test_a_resume_compares_a_missing_field_with_what_the_run_trained_with(
   assert not (tmp_path / run_config.CHANGES).exists()
 
 
+def _saved_with(tmp_path, stage: str, method: str, **sections):
+  config = json.loads(test_config.get_config().to_json())
+  config["train"]["stage"] = config["stage"] = stage
+  config["method"] = method
+  for section, values in sections.items():
+    config[section].update(values)
+  (tmp_path / "config.json").write_text(json.dumps(config))
+
+
+def test_runs_saved_with_retired_fields(tmp_path):
+  """Issue 52 retired the subgraph walker: a walker run it trained is
+  refused by name; a field that did not apply to its run (HyGRL, a walker
+  already on the whole graph) is dropped."""
+  _saved_with(tmp_path, "walker", "racer", walker={"graph": "subgraph"})
+  with pytest.raises(ConfigError, match=r"config.json: walker.graph="
+                     r"'subgraph': this walker run was trained with the "
+                     r"subgraph walker"):
+    run_config.load(tmp_path, "walker run")
+  _saved_with(tmp_path, "walker", "racer", walker={
+      "graph": "kg", "heuristic_weight": 0.0}, batch={"shards": 0})
+  loaded = run_config.load(tmp_path, "walker run")
+  assert "graph" not in loaded.walker and "shards" not in loaded.batch
+  _saved_with(tmp_path, "walker", "hygrl", walker={
+      "graph": "subgraph", "heuristic_weight": 1.0}, batch={"shards": 2})
+  loaded = run_config.load(tmp_path, "HyGRL run")
+  assert "heuristic_weight" not in loaded.walker
+  run_config.save(loaded, tmp_path, "walker")  # resumes: nothing changed
+  assert not (tmp_path / run_config.CHANGES).exists()
+
+
 def _config_reads_with_a_fallback() -> list[str]:
   """``X.get("field", ...)`` in the library where "field" is a config
   field or section and X is a config or one of its sections."""

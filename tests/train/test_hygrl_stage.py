@@ -14,7 +14,6 @@ from racer_jax.hygrl import retrieval_eval
 from racer_jax.hygrl import stage as hygrl_stage
 from racer_jax.hygrl import state as hygrl_state
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.train import walker_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -67,22 +66,6 @@ def test_retrieval_evaluation_cli(tmp_path):
   lo, hi = figures["sweep"]
   assert (hi["mean_subgraph_nodes_heuristic"] <=
           lo["mean_subgraph_nodes_heuristic"])
-
-
-@pytest.mark.slow  # 30 s to 3 min on 2 cores: keeps the default run under 10 min
-def test_walker_with_heuristic_prior(tmp_path):
-  config = test_config.get_config()
-  config.prep_dir = str(tmp_path / "prep")
-  config.walker.heuristic_weight = 1.0
-  walker_stage.train(config, None, tmp_path / "w", **QUIET)
-  from racer_jax.eval import walker_eval
-  figures = walker_eval.evaluate(config, None, tmp_path / "w", **QUIET)
-  assert 0.0 <= figures["path_hit_rate"] <= 1.0
-  ckpt = Checkpointer(tmp_path / "w" / "checkpoints")
-  record = ckpt.record(config.train.num_steps)
-  ckpt.close()
-  # calibrated once (the four graph heuristics), kept for resume/eval
-  assert len(record["theta"]) == 4
 
 
 @pytest.mark.slow

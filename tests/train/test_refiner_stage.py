@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from racer_jax.rl import rollout as rollout_lib
-from racer_jax.rl.walk_inputs import walk_inputs
+from racer_jax.rl import walker_update
 from racer_jax.runs import builders, refiner_state
 from racer_jax.runs.checkpoints import Checkpointer
+from racer_jax.runs.walker_inputs import goal_data, whole_graph
 from racer_jax.runs.walker_run import load_memory
 from racer_jax.runs.workspace import load_workspace
 from racer_jax.train import refiner_stage
@@ -32,10 +33,13 @@ def test_multipath_is_greedy_after_the_switch_and_distinct(walker_run):
   cfg = builders.walker_train_config(config)
   rollout_cfg = cfg.rollout.__class__(**{
       **cfg.rollout.__dict__, "sample_hops": 1, "temperature": 2.0})
-  batch = ws.splits["train"].dataset.batch_for_step(0, 0, 4)
-  x = walk_inputs(batch, ws.concept_emb, batch.query, batch.gold, 16)
+  batch = goal_data(config, ws, "train", log=lambda _: None).batch_for_step(
+      0, 0, 4)
+  graph = whole_graph(config, ws, lambda _: None)
+  x = walker_update.goal_inputs(batch, graph, batch.gold, 16)
   run = jax.jit(lambda k: rollout_lib.multipath(
-      policy, state.params, x, ws.relation_emb, k, rollout_cfg, cfg.reward))
+      policy, state.params, graph, x, ws.relation_emb, k, rollout_cfg,
+      cfg.reward))
   traj, distinct, log_prob = jax.device_get(run(jax.random.PRNGKey(3)))
   active = traj.active
   # After the switch hop every action is the greedy one; no teacher.

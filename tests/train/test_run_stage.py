@@ -48,8 +48,7 @@ def test_other_combinations_are_refused_in_one_line(method, stage):
 
 @pytest.mark.parametrize("config_of,change,message", [
     (csqa.get_config, {"walker.heuristic_weight": 1.0},
-     "heuristic_weight: HyGRL's fused heuristic is a subgraph prior"),
-    (csqa.get_config, {"batch.shards": 2}, "batch.shards: the whole-graph"),
+     "walker.heuristic_weight: not a setting"),
     (csqa.get_config, {"walker.bandwidth": 0}, "walker.bandwidth=0"),
     (hygrl_2wiki.get_config, {"multihop.node_pairs": "cross_encoder"},
      "needs multihop.relevance=cross_encoder_state"),

@@ -11,7 +11,7 @@ import pytest
 from launch.bench import kg_python_walker
 from racer_jax.graph import whole_graph as wg
 from racer_jax.kg import bandwidth, synthetic
-from racer_jax.rl import kg_rollout
+from racer_jax.rl import rollout
 from racer_jax.rl.policy import WalkerPolicy, init_policy
 from racer_jax.rl.reward import RewardWeights
 from racer_jax.rl.rollout import RolloutConfig
@@ -51,7 +51,7 @@ def world():
     u = int(starts[b, 0])
     two_hop = kg.dst[kg.indptr[u]:kg.indptr[u + 1]]
     targets[b, :2] = rng.choice(two_hop, 2) if two_hop.size else [u + 1, -1]
-  inputs = kg_rollout.GoalInputs(
+  inputs = rollout.GoalInputs(
       query=jnp.asarray(emb[rng.integers(0, V, B)]),
       target=jnp.asarray(_unit(emb[np.maximum(targets[:, 0], 0)])),
       target_concepts=jnp.asarray(targets), starts=jnp.asarray(starts),
@@ -106,7 +106,7 @@ def test_rollout_matches_reference(world, case):
   @jax.jit
   @chex.assert_max_traces(n=1)
   def run(params, inputs, rng):
-    return kg_rollout.rollout(policy, params, graph, inputs,
+    return rollout.rollout(policy, params, graph, inputs,
                               jnp.asarray(rel_emb), rng, p_teacher, cfg,
                               WEIGHTS)
 
@@ -156,7 +156,7 @@ def test_numpy_baseline_matches_jax(world, case):
   params = init_policy(policy, jax.random.PRNGKey(1), DIM)
   uniforms = jax.random.uniform(jax.random.PRNGKey(4), (B, W, cfg.max_steps,
                                                         2))
-  traj = jax.device_get(jax.jit(lambda p: kg_rollout.rollout(
+  traj = jax.device_get(jax.jit(lambda p: rollout.rollout(
       policy, p, graph, inputs, jnp.asarray(rel_emb), None, p_teacher, cfg,
       WEIGHTS, uniforms=uniforms))(params))
   got = kg_numpy_walker.rollout(
@@ -175,7 +175,7 @@ def test_numpy_baseline_matches_jax(world, case):
 
 
 def _torch_inputs(inputs):
-  from launch.bench.torch_walker import to_torch
+  from launch.bench.kg_torch_walker import to_torch
   return {k: to_torch(np.asarray(getattr(inputs, k))) for k in (
       "query", "target", "target_concepts", "starts", "start_mask")}
 
@@ -186,7 +186,7 @@ def _torch_inputs(inputs):
 def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):
   torch = pytest.importorskip("torch")
   from launch.bench import kg_torch_walker
-  from launch.bench.torch_walker import to_torch, walker_loss
+  from launch.bench.kg_torch_walker import to_torch, walker_loss
   from racer_jax.rl.walker_update import WalkerTrainConfig, _walker_losses
   kg, emb, rel_emb, inputs = world
   recurrent, cfg, p_teacher = CASES[case]
@@ -199,7 +199,7 @@ def test_torch_baseline_matches_jax_walks_loss_and_gradients(world, case):
   train_cfg = WalkerTrainConfig(rollout=cfg, num_walkers=W, reward=WEIGHTS)
 
   def jax_loss(p):
-    traj = kg_rollout.rollout(policy, p, graph, inputs, jnp.asarray(rel_emb),
+    traj = rollout.rollout(policy, p, graph, inputs, jnp.asarray(rel_emb),
                               None, p_teacher, cfg, WEIGHTS,
                               uniforms=uniforms)
     valid = inputs.start_mask

@@ -1,5 +1,5 @@
-"""The curriculum's difficulty features on the whole graph (the whole-graph
-walker's easy-to-hard sampler): the gold's hop distance against networkx's
+"""The curriculum's difficulty features on the whole graph (the walker's
+easy-to-hard sampler): the gold's hop distance against networkx's
 BFS over the same capped graph, the seeds' candidate counts, and the
 sampler drawing easy questions first from the one-shape goal batches."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.data import curriculum
-from racer_jax.runs import kg_walker_inputs
+from racer_jax.runs import walker_inputs
 from racer_jax.runs.workspace import load_workspace
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -18,19 +18,18 @@ QUIET = dict(progress=False, log=lambda _: None)
 @pytest.fixture(scope="module")
 def kg_split(tmp_path_factory):
   config = test_config.get_config()
-  config.walker.graph = "kg"
   config.walker.bandwidth = 8  # a cap that drops edges: the walker's graph
   ws = load_workspace(config, None, tmp_path_factory.mktemp("prep"),
                       ["train"], **QUIET)
-  graph = kg_walker_inputs.whole_graph(config, ws, lambda _: None)
-  dataset = kg_walker_inputs.goal_data(config, ws, "train", lambda _: None)
+  graph = walker_inputs.whole_graph(config, ws, lambda _: None)
+  dataset = walker_inputs.goal_data(config, ws, "train", lambda _: None)
   return config, graph, dataset
 
 
 def test_gold_hops_match_networkx_on_the_capped_graph(kg_split):
   config, graph, dataset = kg_split
   horizon = config.walker.max_steps
-  features = kg_walker_inputs.kg_structural_features(graph, dataset,
+  features = walker_inputs.kg_structural_features(graph, dataset,
                                                      horizon, chunk=16)
   assert features.shape == (len(dataset), 3)
   g = nx.DiGraph()
@@ -62,7 +61,7 @@ def test_gold_hops_match_networkx_on_the_capped_graph(kg_split):
 
 def test_goal_batches_go_from_easy_to_uniform(kg_split):
   config, graph, dataset = kg_split
-  features = kg_walker_inputs.kg_structural_features(
+  features = walker_inputs.kg_structural_features(
       graph, dataset, config.walker.max_steps)
   sched = curriculum.Schedule(start=0.1, ramp_fraction=0.5, temperature=0.05)
   sampler = curriculum.CurriculumSampler(dataset, features, sched,
@@ -72,8 +71,7 @@ def test_goal_batches_go_from_easy_to_uniform(kg_split):
   def mean_sampled(step, reps=30):
     out = []
     for r in range(reps):
-      bucket, pos = sampler.positions_for_step(step, r, 8)
-      assert bucket is None
+      pos = sampler.positions_for_step(step, r, 8)
       out.append(d[pos].mean())
     return float(np.mean(out))
   assert mean_sampled(0) < 0.3 < mean_sampled(60)

@@ -1,4 +1,4 @@
-"""The whole-graph walker's environment and batches (``walker.graph = "kg"``).
+"""The walker's environment and batches.
 
 The capped graph on device (:func:`whole_graph`) and a split's questions as
 goal batches (:func:`goal_data`), shared by the walker's stage, its

@@ -56,8 +56,3 @@ def per_view(answerer, config, data_dir, workdir, ws, encoder,
   runs = ([(m.config, m.workdir) for m in views] if views
           else [(config, workdir)])
   return [ExtraKnowledge(c, data_dir, w, ws, encoder, log) for c, w in runs]
-
-
-def callables(texts: list[list[list[str]] | None]) -> list:
-  """Per view: dataset index -> that view's [C] texts (None: no text)."""
-  return [None if t is None else t.__getitem__ for t in texts]

@@ -108,11 +108,6 @@ class CurriculumSampler:
     return self.dataset.batch(self.positions_for_step(step, seed, batch_size),
                               batch_size, rows)
 
-  def mean_difficulty(self, step: int) -> float:
-    """Expected difficulty of a sampled question at ``step`` (for logs)."""
-    w = self.schedule.weights(self.difficulty, step, self.num_steps)
-    return float(np.sum(w * self.difficulty) / np.sum(w))
-
   def step_metrics(self, step: int, example_index) -> dict:
     """``curriculum_competence`` at ``step`` and the mean difficulty of the
     batch's questions (``example_index``: their split indices, the

@@ -63,15 +63,6 @@ class PassResult:
   complete: bool
 
 
-def batch_indices(dataset, batch_size: int) -> list[list[int]]:
-  """The dataset indices of each batch of ``ordered_batches``."""
-  out = []
-  for batch in dataset.ordered_batches(batch_size):
-    mask = np.asarray(batch.example_mask)
-    out.append([int(i) for i in np.asarray(batch.example_index)[mask]])
-  return out
-
-
 def _memory_of(graph):
   memory = getattr(graph, "memory", None)
   if memory is None or not getattr(graph, "use_memory", False):

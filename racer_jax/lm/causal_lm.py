@@ -119,16 +119,6 @@ def load_causal_lm(model: str | None = None, dtype: str = "float32"
                   tokenizer=tokenizer, source=str(path))
 
 
-def init_cache(lm: CausalLM, batch: int, size: int, dtype) -> dict:
-  """An empty KV cache in tunix's layout: ``{"layer_i": {"k", "v": (batch,
-  size, kv_heads, head_dim), "end_index": (batch,)}}``."""
-  shape = (batch, size, lm.meta["num_kv_heads"], lm.meta["head_dim"])
-  return {f"layer_{i}": {"k": jnp.zeros(shape, dtype),
-                         "v": jnp.zeros(shape, dtype),
-                         "end_index": jnp.zeros((batch,), jnp.int32)}
-          for i in range(lm.num_layers)}
-
-
 @contextlib.contextmanager
 def rope_theta_of(model):
   """tunix 0.1.7's ``Llama3`` attention calls ``apply_rope`` without its

@@ -109,14 +109,6 @@ def path_features(concept_emb, rel_emb, paths):
   return head, rel, tail, hop_mask
 
 
-def path_scores(refiner, params, batch, concept_emb, rel_emb, paths):
-  """The refiner's score of every candidate path: float32 [B, P]."""
-  head, rel, tail, hop_mask = path_features(concept_emb, rel_emb, paths)
-  return jax.vmap(lambda h, r, t, m, v, q: refiner.apply(
-      params, h, r, t, m, v, q)["score"])(head, rel, tail, hop_mask,
-                                         paths["valid"], batch.query)
-
-
 def intrinsic_features(paths, edge_quality=None):
   """float32 [B, P, F]: what each candidate path is, whatever the question
   (:data:`racer_jax.refine.refiner.INTRINSIC_FEATURES`): the walker's

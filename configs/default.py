@@ -340,7 +340,7 @@ class Refiner:
       "a choice head beside the path scores: from the question and the paths "
       "toward each choice, which choice they support (softmax cross-entropy "
       "across choices), and the same scorer from the question and the choice "
-      "names alone (racer_jax/refine/choice_scorer.py)")
+      "names alone (racer_jax/refiner/choice_scorer.py)")
   choice_weight: float = setting(1.0, "Weight of the choice head's loss.")
   num_steps: int = setting(400, "Refiner updates.", at_least=0)
   learning_rate: float = setting(

@@ -20,7 +20,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from racer_jax import entry_point
-from racer_jax.train import walker_stage
+from racer_jax.eval import learning_curves
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
@@ -39,7 +39,7 @@ _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
 
 def main():
   logging.set_verbosity(logging.WARNING)
-  result = walker_stage.curriculum_comparison(
+  result = learning_curves.curriculum_comparison(
       _CONFIG.value, _DATA_DIR.value, _WORKDIR.value,
       [int(s) for s in _SEEDS.value], eval_every=_EVAL_EVERY.value,
       target=_TARGET.value, progress=_PROGRESS.value,

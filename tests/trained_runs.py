@@ -5,7 +5,8 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.runs.workspace import load_workspace
-from racer_jax.train import refiner_stage, walker_stage
+from racer_jax.refiner import stage as refiner_stage
+from racer_jax.walker import stage as walker_stage
 
 QUIET = dict(progress=False, log=lambda _: None)
 

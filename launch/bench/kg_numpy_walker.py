@@ -4,7 +4,7 @@ MultiHopKG style: all walkers advance together, one set of array ops per
 hop: gather each walker's padded candidates (``ptr[u] + arange(B)`` into
 the capped CSR), mask visited concepts, score them semantically, keep the
 top K (a stable argsort: ties by lower slot), score those from the
-history state, sample. The math is :mod:`racer_jax.rl.rollout`'s with
+history state, sample. The math is :mod:`racer_jax.walker.rollout`'s with
 the same flax parameters and the same uniforms ``[B, W, T, 2]`` (inverse-
 CDF sampling, then the teacher coin), so greedy and sampled walks match
 the JAX walker (tests check it).
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.rl.policy import GATES, MASKED_LOGIT
-from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.walker.policy import GATES, MASKED_LOGIT
+from racer_jax.walker.rollout import RolloutConfig
 
 F32 = np.float32
 UNREACHABLE = 127
@@ -89,7 +89,7 @@ def rollout(params, table, node_emb, rel_emb, inputs, uniforms, p_teacher,
             cfg: RolloutConfig, weights, teacher: bool = True) -> dict:
   """All walkers of ``inputs`` (a NumPy ``GoalInputs`` [B, ...]) per hop.
 
-  Returns the :class:`~racer_jax.rl.rollout.Trajectory` fields as arrays
+  Returns the :class:`~racer_jax.walker.rollout.Trajectory` fields as arrays
   [B, W, ...]; ``teacher=False`` skips the BFS distances (as the JAX
   rollout's)."""
   node_emb, rel_emb = np.asarray(node_emb, F32), np.asarray(rel_emb, F32)

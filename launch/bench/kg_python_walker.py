@@ -1,6 +1,6 @@
 """Plain-Python reference of one whole-graph walker episode.
 
-A second opinion on :mod:`racer_jax.rl.rollout`, read straight off the
+A second opinion on :mod:`racer_jax.walker.rollout`, read straight off the
 store (``indptr`` and the ``importance`` order, not the device's capped
 table): the candidates of a node are its first ``B`` edges in importance
 order; those leading to a concept the walk already visited are dropped;
@@ -18,15 +18,15 @@ import collections.abc
 
 import numpy as np
 
-from racer_jax.rl.policy import MASKED_LOGIT
-from racer_jax.rl.reward import RewardWeights
-from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.walker.policy import MASKED_LOGIT
+from racer_jax.walker.reward import RewardWeights
+from racer_jax.walker.rollout import RolloutConfig
 
 F32 = np.float32
 UNREACHABLE = 127
 
 
-# The policy in plain Python (racer_jax/rl/policy.py's math, one walker).
+# The policy in plain Python (racer_jax/walker/policy.py's math, one walker).
 
 def _sigmoid(x):
   return F32(1) / (F32(1) + np.exp(-x))
@@ -195,7 +195,7 @@ def reference_walk(params, kg, emb, rel_emb, query, target, targets, start,
                    weights: RewardWeights, bandwidth: int) -> dict:
   """Replays ``actions`` [T] (with ``forced`` [T] flags) from ``start``.
 
-  Returns the fields of :class:`~racer_jax.rl.rollout.Trajectory` as NumPy
+  Returns the fields of :class:`~racer_jax.walker.rollout.Trajectory` as NumPy
   (``edges`` global edge ids, ``nodes`` concept ids)."""
   params = _as_numpy(params)
   emb, rel_emb = np.asarray(emb, F32), np.asarray(rel_emb, F32)

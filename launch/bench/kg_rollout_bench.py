@@ -34,14 +34,14 @@ from . import kg_numpy_walker, kg_torch_walker, timing
 from .kg_torch_walker import to_torch
 from racer_jax.data import prepare
 from racer_jax.data.goal_batch import GoalBatch
-from racer_jax.graph import whole_graph as wg
+from racer_jax.walker import whole_graph as wg
 from racer_jax.kg import bandwidth as bandwidth_lib
 from racer_jax.kg import synthetic
-from racer_jax.rl import rollout, walker_update
-from racer_jax.rl import walker_update as train_lib
-from racer_jax.rl.policy import WalkerPolicy
-from racer_jax.rl.reward import RewardWeights
-from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.walker import rollout, update as walker_update
+from racer_jax.walker import update as train_lib
+from racer_jax.walker.policy import WalkerPolicy
+from racer_jax.walker.reward import RewardWeights
+from racer_jax.walker.rollout import RolloutConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ import importlib
 
 import numpy as np
 
-from racer_jax.rl.policy import GATES, MASKED_LOGIT
-from racer_jax.rl.rollout import RolloutConfig
+from racer_jax.walker.policy import GATES, MASKED_LOGIT
+from racer_jax.walker.rollout import RolloutConfig
 
 UNREACHABLE = 127
 
@@ -36,7 +36,7 @@ def to_torch(tree, requires_grad: bool = False):
 
 
 def walker_loss(traj, valid, cfg):
-  """rl/losses.py and ``train._walker_losses``: REINFORCE with a
+  """walker/losses.py and ``update._walker_losses``: REINFORCE with a
   leave-one-out baseline + teacher + entropy; mean over valid walkers."""
   torch = _torch()
   active, forced = traj["active"], traj["teacher_forced"]

@@ -2,7 +2,7 @@
 
 For a batch of questions the frozen walker generates candidate paths toward
 every choice (multi-path generation, shared-memory reranking), the refiner
-scores them (one device program, :func:`racer_jax.refine.refiner_update.
+scores them (one device program, :func:`racer_jax.refiner.update.
 make_retriever`), and the host keeps each choice's best
 ``paths_per_choice`` paths by refiner score, as :class:`RetrievedPath` s of
 :class:`~racer_jax.agents.templates.Triple` s, each checked to exist in the
@@ -22,10 +22,11 @@ import numpy as np
 
 from racer_jax.answer.path_text import RetrievedPath, Triple
 from racer_jax.memory import edge_memory
-from racer_jax.refine import refiner_update
-from racer_jax.runs import builders, run_config
+from racer_jax.refiner import update as refiner_update
+from racer_jax.runs import run_config
+from racer_jax.walker import run as walker_run
 from racer_jax.runs.checkpoints import restore_run, restore_template
-from racer_jax.runs.refiner_state import (
+from racer_jax.refiner.state import (
   create_state,
   load_walker,
   refiner_config,
@@ -151,7 +152,7 @@ class GraphAgent:
     self.refiner = refiner   # λ: the one chosen on the validation slice
     self._params = state.params
     self._walker_params = wstate.params
-    self._walker_cfg = builders.walker_train_config(wconfig)
+    self._walker_cfg = walker_run.walker_train_config(wconfig)
     if rollout_overrides:
       self._walker_cfg = dataclasses.replace(
           self._walker_cfg, rollout=dataclasses.replace(

@@ -36,14 +36,14 @@ from racer_jax.agents.retrieval import build_graph_agent, retrieval_of
 from racer_jax.agents.scoring_agents import ScoringAnswerer, ScoringCritic
 from racer_jax.answer import choice_triples
 from racer_jax.data import datasets, qa, validation
-from racer_jax.data.bucketed import BucketedDataset
 from racer_jax.errors import ConfigError
 from racer_jax.llm import llm_backends, llm_usage
 from racer_jax.lm import scorers
 from racer_jax.memory import edge_memory
 from racer_jax.runs import builders, run_config
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.runs.workspace import SplitData, load_workspace, make_encoder
+from racer_jax.runs.workspace import (SplitData, load_workspace, make_encoder,
+                                      subset)
 
 MEMORY_DIR = "agents_memory"  # the answer run's memory pass, if any
 TRAIN_SPLIT_LOOP = "train_split_loop"
@@ -92,20 +92,6 @@ def load_train_memory(workdir, num_edges: int):
   if restored is None:
     return None
   return jax.tree.map(jnp.asarray, restored[0]), restored[1]
-
-
-def subset(data: SplitData, rows, config) -> SplitData:
-  """The questions ``rows`` (split indices, as batches report them) of a
-  loaded split or of a subset of one, e.g. its validation slice."""
-  rows, full = np.asarray(rows, np.int64), data.dataset
-  at = {int(i): k for k, i in enumerate(full.ids)}  # row -> query position
-  return SplitData(data.examples, data.subgraphs, BucketedDataset(
-      [data.subgraphs[i] for i in rows],
-      [data.examples[i].answer_index for i in rows],
-      full.query[[at[int(i)] for i in rows]],
-      buckets=[tuple(b) for b in config.batch.buckets],
-      num_choices=config.batch.num_choices,
-      max_degree=config.subgraph.max_degree, ids=rows))
 
 
 class AgentStack:

@@ -121,7 +121,7 @@ def evidence_features(evidence, num_choices: int,
      (choices without a path get 0);
   8. distinct paths / walks (how varied its walks were);
   9. with ``choice_head``: the refiner's choice-head probability that the
-     paths support it (:mod:`racer_jax.refine.choice_scorer`).
+     paths support it (:mod:`racer_jax.refiner.choice_scorer`).
   Padding choices are zeros."""
   out = np.zeros((len(evidence), num_choices, evidence_dim(choice_head)),
                  np.float32)

@@ -20,7 +20,7 @@ import optax
 
 from racer_jax.answer import choice_head, path_graph
 from racer_jax.memory import edge_memory
-from racer_jax.rl import walker_update as train_lib
+from racer_jax.walker import update as train_lib
 
 
 def cached_features(path: Path, encoder, examples, knowledge, num_choices):

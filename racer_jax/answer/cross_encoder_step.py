@@ -23,7 +23,7 @@ import optax
 from racer_jax.answer import cross_encoder as ce
 from racer_jax.data import datasets, qa
 from racer_jax.memory import edge_memory
-from racer_jax.rl import walker_update as train_lib
+from racer_jax.walker import update as train_lib
 
 
 @dataclasses.dataclass

@@ -46,11 +46,12 @@ import numpy as np
 from racer_jax import machine
 from racer_jax.agents.critic import LocalCritic, critic_of
 from racer_jax.agents.graph_agent import GraphAgent
-from racer_jax.agents.stack import AgentStack, subset
+from racer_jax.agents.stack import AgentStack
+from racer_jax.runs.workspace import subset
 from racer_jax.eval import (calibration, head_only, llm_figures, passes,
                             paths_choice, report, resume_checks)
 from racer_jax.eval import dry_run as dry_run_lib
-from racer_jax.eval.eval_output import EvalOutput
+from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.eval import qa_metrics as metrics_lib
 from racer_jax.runs import registry, workdir_lock
 

@@ -15,7 +15,7 @@ The ensemble's choice probabilities are the members' probabilities averaged
 here rather than chosen on the evaluated split.
 
 Files in ``<W>/eval/<split>.answer_only/`` (the layout of every evaluation,
-:mod:`racer_jax.eval.eval_output`):
+:mod:`racer_jax.runs.eval_output`):
 
 * ``member<i>.answer.jsonl`` — member ``i``'s predictions (the answer
   stage's format, with the knowledge shown), ``member<i>.json`` its workdir
@@ -39,7 +39,7 @@ from racer_jax.agents.answer_agent import (AnswerRequest, LocalAnswerer,
                                            ensemble_probs)
 from racer_jax.answer import cross_encoder_step
 from racer_jax.data.prepare import write_json
-from racer_jax.eval.eval_output import EvalOutput
+from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs import run_config
 

@@ -29,7 +29,8 @@ import scipy.stats
 from racer_jax.agents import critic as critic_lib
 from racer_jax.agents.agent_loop import FoldCritic
 from racer_jax.agents.critic import LocalCritic
-from racer_jax.agents.stack import AgentStack, subset
+from racer_jax.agents.stack import AgentStack
+from racer_jax.runs.workspace import subset
 from racer_jax.eval import memory_pass, passes, paths_choice
 
 VALIDATION = "validation"

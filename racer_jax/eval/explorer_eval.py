@@ -15,7 +15,7 @@ from pathlib import Path
 from racer_jax.agents.stack import AgentStack
 from racer_jax.errors import ConfigError
 from racer_jax.eval import llm_figures, qa_metrics
-from racer_jax.eval.eval_output import EvalOutput
+from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.graphdancer import explorer as explorer_lib
 
 

@@ -7,16 +7,22 @@ Each run is a walker workdir trained with ``train.eval_every > 0``, whose
 ``label=DIR`` pairs; several runs with one label (seeds) are averaged:
 mean ± std of the final value and of the updates to reach the target
 (a seed that never reaches it counts as not reached, reported apart).
+:func:`curriculum_comparison` trains the walker both ways per seed and
+compares them (``launch/curriculum.py``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from racer_jax.eval import plots
+from racer_jax.runs.config_checks import check_config
+from racer_jax.walker import stage as walker_stage
 
 
 def eval_curve(workdir, key: str = "path_hit_rate") -> list[tuple[int, float]]:
@@ -110,3 +116,33 @@ def write_comparison(runs, out_dir, *, key="path_hit_rate", target=None
   (out_dir / "comparison.md").write_text("\n".join(lines))
   (out_dir / "comparison.json").write_text(json.dumps(result, indent=1))
   return result
+
+
+def curriculum_comparison(config, data_dir, root, seeds, *, eval_every: int,
+                          target: float | None = None, progress=True,
+                          log: Callable[[str], None] = print) -> dict:
+  """GraphDancer's easy-to-hard sampler against uniform epochs: the walker
+  trained both ways per seed in ``root/{uniform,curriculum}_seed{s}`` (the
+  same budget; finished runs are reused), the greedy hit rate evaluated
+  every ``eval_every`` updates; writes ``root/comparison.md`` and the
+  learning curves and returns the comparison's figures."""
+  check_config(config)
+  if eval_every < 1:
+    raise ValueError(f"--eval_every={eval_every} must be >= 1")
+  root = os.path.abspath(root)
+  runs = []
+  for seed in seeds:
+    for label, enabled in (("uniform", False), ("curriculum", True)):
+      run_config = config.copy_and_resolve_references()
+      with run_config.unlocked():
+        run_config.seed = seed
+        run_config.curriculum.enabled = enabled
+        run_config.train.eval_every = eval_every
+        if not run_config.prep_dir:
+          run_config.prep_dir = os.path.join(root, "prep")
+      workdir = os.path.join(root, f"{label}_seed{seed}")
+      log(f"=== {label}, seed {seed} -> {workdir}")
+      walker_stage.train(run_config, data_dir, workdir, progress=progress)
+      runs.append((label, workdir))
+  return write_comparison(runs, root, target=target)
+

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from racer_jax import machine
 from racer_jax.errors import ConfigError
 from racer_jax.eval import paired, qa_metrics
-from racer_jax.eval.eval_output import EvalOutput
+from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.hygrl import (
   multihop_budget,
   multihop_llm,

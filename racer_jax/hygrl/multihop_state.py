@@ -15,7 +15,7 @@ from racer_jax.hygrl import update as hygrl_update
 from racer_jax.hygrl.multihop_workspace import MultiHopWorkspace
 from racer_jax.hygrl.state import hygrl_config, make_hygrl_policy
 from racer_jax.memory import edge_memory
-from racer_jax.rl import walker_update as train_lib
+from racer_jax.walker import update as train_lib
 
 
 def prep_dir(config, workdir) -> Path:

@@ -22,8 +22,8 @@ import jax
 import numpy as np
 import tqdm
 
-from racer_jax.eval import eval_output
-from racer_jax.eval.eval_output import EvalOutput
+from racer_jax.runs import eval_output
+from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.hygrl import search as hygrl
 from racer_jax.hygrl import state as hygrl_state
 from racer_jax.hygrl.state import create_state

@@ -27,10 +27,10 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from racer_jax.graph import heuristics, teacher
+from racer_jax.hygrl import heuristics, teacher
 from racer_jax.hygrl import beam
 from racer_jax.hygrl import pairs as hygrl_pairs
-from racer_jax.rl.policy import HyGRLPolicy
+from racer_jax.walker.policy import HyGRLPolicy
 
 METRICS = ("ppr", "adamic_adar", "jaccard", "semantic")
 

@@ -10,14 +10,14 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.graph import heuristics
+from racer_jax.hygrl import heuristics
 from racer_jax.hygrl import search as hygrl
 from racer_jax.hygrl import update as hygrl_update
 from racer_jax.hygrl.mentors import (LLMJudgements, llm_roles, role_backend,
                                      role_names)
 from racer_jax.hygrl.retrieval_eval import run_retrieval_eval
 from racer_jax.hygrl.state import create_state, hygrl_config
-from racer_jax.rl import parallel
+from racer_jax.runs import parallel
 from racer_jax.runs.builders import start_run
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.update_loop import run_stage_updates

@@ -11,8 +11,8 @@ from racer_jax.hygrl import search as hygrl
 from racer_jax.hygrl.beam import BeamConfig
 from racer_jax.hygrl.search import HyGRLConfig
 from racer_jax.memory import edge_memory
-from racer_jax.rl import walker_update as train_lib
-from racer_jax.rl.policy import HyGRLPolicy
+from racer_jax.walker import update as train_lib
+from racer_jax.walker.policy import HyGRLPolicy
 
 
 def create_state(config, embed_dim: int):

@@ -26,9 +26,9 @@ from racer_jax.hygrl.search import (
   hygrl_inputs,
   search,
 )
-from racer_jax.rl import losses
-from racer_jax.rl.policy import HyGRLPolicy
-from racer_jax.rl.walker_update import TrainState, apply_guarded
+from racer_jax.walker import losses
+from racer_jax.walker.policy import HyGRLPolicy
+from racer_jax.walker.update import TrainState, apply_guarded
 
 
 def imitation_loss(params, policy, x: HyGRLInputs, theta, cfg: HyGRLConfig):

@@ -1,4 +1,5 @@
-"""Objects every walker driver builds the same way from a config."""
+"""What every training stage does first (:func:`start_run`) and where its
+prepared data live (:func:`prep_dir_of`)."""
 
 from __future__ import annotations
 
@@ -7,75 +8,8 @@ from pathlib import Path
 import jax
 from jax.experimental import multihost_utils
 
-from racer_jax.rl import reward as reward_lib
-from racer_jax.rl import walker_update as train_lib
-from racer_jax.rl.policy import WalkerPolicy
-from racer_jax.rl.rollout import RolloutConfig
 from racer_jax.runs import run_config
-from racer_jax.runs.checkpoints import restore_run
 from racer_jax.runs.workspace import load_workspace
-
-
-def walker_train_config(config) -> train_lib.WalkerTrainConfig:
-  """The static update settings from an ``ml_collections`` config."""
-  w, t, r = config.walker, config.train, config.reward
-  return train_lib.WalkerTrainConfig(
-      rollout=RolloutConfig(
-          max_steps=w.max_steps, top_k=w.top_k, prune=w.prune,
-          prune_weights=tuple(float(x) for x in w.prune_weights),
-          stop_at_target=w.stop_at_target, temperature=t.temperature,
-          teacher_stops=bool(w.teacher_stops),
-          score_tables=bool(w.score_tables),
-          memory_beta=memory_beta(config)),
-      num_walkers=w.num_walkers, gamma=t.gamma, entropy_coef=t.entropy_coef,
-      teacher_weight=t.teacher_weight, teacher_return=t.teacher_return,
-      reward=reward_lib.RewardWeights(**{name: float(r[name]) for name
-                                         in reward_lib.TERMS}),
-      memory_update=bool(memory_on(config) and
-                         config.memory.update_in_training),
-      memory_failures=bool(memory_on(config) and
-                           config.memory.train_failures),
-      memory_gamma=float(config.memory.gamma),
-      memory_prior=float(config.memory.prior))
-
-
-def restore_walker(config, workdir, *, embed_dim: int, num_edges: int,
-                   step: int | None = None, log=print):
-  """A walker run's checkpoint: ``(policy, state, record, step)``.
-
-  ``num_edges``: the graph store's, used when the run kept a memory.
-  """
-  policy = make_policy(config)
-  optimizer = train_lib.make_optimizer(config.train.learning_rate,
-                                       config.train.grad_clip)
-  template = jax.eval_shape(lambda: train_lib.create_train_state(
-      policy, optimizer, config.seed, embed_dim,
-      memory_edges=num_edges if memory_on(config) else 0))
-  state, record, step = restore_run(workdir, template, "walker", step=step,
-                                    log=log)
-  # device arrays (the memory is updated with .at[] scatters)
-  return policy, jax.tree.map(jax.numpy.asarray, state), record, step
-
-
-def memory_on(config) -> bool:
-  """The run keeps a shared memory."""
-  return bool(config.memory.enabled)
-
-
-def memory_beta(config) -> float:
-  return float(config.memory.beta) if memory_on(config) else 0.0
-
-
-def make_policy(config) -> WalkerPolicy:
-  return WalkerPolicy(hidden=config.walker.hidden,
-                      recurrent=config.walker.recurrent)
-
-
-def p_teacher_at(config, step: int) -> float:
-  """Linear schedule from ``train.p_teacher`` to ``train.p_teacher_final``."""
-  t = config.train
-  frac = min(step / max(t.num_steps, 1), 1.0)
-  return float(t.p_teacher + frac * (t.p_teacher_final - t.p_teacher))
 
 
 def prep_dir_of(config, workdir) -> Path:

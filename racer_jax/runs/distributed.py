@@ -12,7 +12,7 @@ error instead of waiting forever.
 
 Every process then builds the same global :class:`jax.sharding.Mesh` over
 all devices; each one pads and transfers only its own rows of every global
-batch (:func:`racer_jax.rl.parallel.shard_batch`), orbax writes each
+batch (:func:`racer_jax.runs.parallel.shard_batch`), orbax writes each
 checkpoint once (all processes take part, the primary writes the
 metadata), and only process 0 logs metrics.
 """

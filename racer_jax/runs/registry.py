@@ -159,12 +159,12 @@ GRAPH_AGENTS.register("explorer",
 # own stage (``train.stage=walker``) it trains; ``train.stage`` names the
 # stage, None where the stage is the method's own.
 METHODS = Registry("method", "method")
-METHODS.register("racer", "racer_jax.train.walker_stage:train")
+METHODS.register("racer", "racer_jax.walker.stage:train")
 METHODS.register("hygrl", "racer_jax.hygrl.stage:train")
 METHODS.register("hygrl_multihop", "racer_jax.hygrl.multihop_stage:train")
 TRAIN_STAGES = Registry("train.stage", "training stage")
 TRAIN_STAGES.register("walker", None)
-TRAIN_STAGES.register("refiner", "racer_jax.train.refiner_stage:train")
+TRAIN_STAGES.register("refiner", "racer_jax.refiner.stage:train")
 TRAIN_STAGES.register("answer", "racer_jax.train.answer_stage:train")
 TRAIN_STAGES.register("hygrl_multihop", None)   # multihop's runs' name
 

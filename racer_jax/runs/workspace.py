@@ -97,3 +97,17 @@ def load_workspace(config, data_dir, prep_dir, splits: Sequence[str], *,
         max_degree=config.subgraph.max_degree, ids=ids), query)
   return Workspace(kg=kg, concept_emb=concept_emb, relation_emb=relation_emb,
                    splits=out, prep_dir=prep_dir, report=report)
+
+
+def subset(data: SplitData, rows, config) -> SplitData:
+  """The questions ``rows`` (split indices, as batches report them) of a
+  loaded split or of a subset of one, e.g. its validation slice."""
+  rows, full = np.asarray(rows, np.int64), data.dataset
+  at = {int(i): k for k, i in enumerate(full.ids)}  # row -> query position
+  return SplitData(data.examples, data.subgraphs, BucketedDataset(
+      [data.subgraphs[i] for i in rows],
+      [data.examples[i].answer_index for i in rows],
+      full.query[[at[int(i)] for i in rows]],
+      buckets=[tuple(b) for b in config.batch.buckets],
+      num_choices=config.batch.num_choices,
+      max_degree=config.subgraph.max_degree, ids=rows))

@@ -22,7 +22,7 @@ from racer_jax.agents import answer_inputs
 from racer_jax.answer import choice_head, path_graph
 from racer_jax.answer.choice_head_step import cached_features, create_state
 from racer_jax.data import datasets, qa, validation
-from racer_jax.rl import walker_update as train_lib
+from racer_jax.walker import update as train_lib
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.update_loop import run_stage_updates
 from racer_jax.text.minilm import MiniLMEncoder

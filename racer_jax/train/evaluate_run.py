@@ -24,10 +24,10 @@ from racer_jax.eval import (
   learning_curves,
   llm_figures,
   lm_knowledge,
-  refiner_eval,
   report,
-  walker_eval,
 )
+from racer_jax.refiner import evaluation as refiner_eval
+from racer_jax.walker import evaluation as walker_eval
 from racer_jax.hygrl import multihop_eval, retrieval_eval
 from racer_jax.llm import llm_backends
 from racer_jax.lm import scorers

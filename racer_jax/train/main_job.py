@@ -28,11 +28,13 @@ from typing import Callable, Sequence
 from racer_jax.agents.pipeline import Pipeline
 from racer_jax.data import datasets, qa
 from racer_jax.errors import ConfigError
-from racer_jax.eval import agents_eval, eval_output, plots
+from racer_jax.eval import agents_eval, plots
+from racer_jax.runs import eval_output
 from racer_jax.runs import registry, workdir_lock
 from racer_jax.runs.config_checks import check_config
-from racer_jax.train import answer_stage, refiner_stage
-from racer_jax.train import walker_stage
+from racer_jax.train import answer_stage
+from racer_jax.refiner import stage as refiner_stage
+from racer_jax.walker import stage as walker_stage
 
 STAGES = ("walker", "refiner", "answer", "evaluate", "answer_one")
 

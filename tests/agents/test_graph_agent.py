@@ -169,7 +169,7 @@ def test_lambda_is_chosen_on_the_validation_slice_and_used(agent,
                                                           retrieval_runs):
   """RACER's s = λα + (1 − λ)β: λ is chosen after training on questions
   the refiner never trained on, and the GraphAgent retrieves with it."""
-  from racer_jax.eval.refiner_eval import MIXES
+  from racer_jax.refiner.evaluation import MIXES
   from racer_jax.runs import run_config
   config, _, refiner_dir = retrieval_runs
   chosen = run_config.load_dict(refiner_dir)[run_config.CHOSEN]

@@ -31,7 +31,7 @@ from racer_jax.hygrl import beam
 from racer_jax.hygrl import search as hygrl
 from racer_jax.hygrl import state as hygrl_state
 from racer_jax.hygrl import update as hygrl_update
-from racer_jax.rl.policy import HyGRLPolicy
+from racer_jax.walker.policy import HyGRLPolicy
 from racer_jax.runs.workspace import load_workspace
 
 

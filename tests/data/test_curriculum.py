@@ -19,7 +19,7 @@ def test_percentile_rank_ties_and_range():
 def test_walker_training_with_curriculum_logs_competence(tmp_path):
   from configs import test as test_config
   from racer_jax.eval import learning_curves
-  from racer_jax.train import walker_stage
+  from racer_jax.walker import stage as walker_stage
   config = test_config.get_config()
   config.prep_dir = str(tmp_path / "prep")
   config.curriculum.enabled = True

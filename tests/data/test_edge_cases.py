@@ -20,8 +20,8 @@ import pytest
 from configs import test as test_config
 from racer_jax.data import prepare
 from racer_jax.data.datasets import DEMO_DIR
-from racer_jax.eval import walker_eval
-from racer_jax.train import walker_stage
+from racer_jax.walker import evaluation as walker_eval
+from racer_jax.walker import stage as walker_stage
 
 QUIET = dict(progress=False, log=lambda _: None)
 

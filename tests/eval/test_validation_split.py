@@ -8,8 +8,10 @@ import pytest
 
 from racer_jax.data import datasets, qa, validation
 from racer_jax.errors import ConfigError
-from racer_jax.eval import refiner_eval, walker_eval
-from racer_jax.train import evaluate_run, walker_stage
+from racer_jax.refiner import evaluation as refiner_eval
+from racer_jax.walker import evaluation as walker_eval
+from racer_jax.train import evaluate_run
+from racer_jax.walker import stage as walker_stage
 from tests.trained_runs import QUIET, retrieval_runs, walker_run  # noqa: F401
 
 

@@ -15,8 +15,8 @@ import chex
 import pytest
 
 from configs import test as test_config
-from racer_jax.rl import walker_update as train_lib
-from racer_jax.runs import builders
+from racer_jax.walker import update as train_lib
+from racer_jax.walker import run as walker_run
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.workspace import load_workspace
 from tests.conftest import REPO
@@ -70,7 +70,7 @@ def _final(workdir, steps):
   config = test_config.get_config()
   config.prep_dir = str(workdir.parent / "prep")
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
-  policy = builders.make_policy(config)
+  policy = walker_run.make_policy(config)
   opt = train_lib.make_optimizer(config.train.learning_rate,
                                  config.train.grad_clip)
   template = train_lib.create_train_state(policy, opt, config.seed,

@@ -105,7 +105,7 @@ def test_the_heuristic_reads_m_ce_when_the_cross_encoder_gives_it():
   even with multihop.relevance=cross_encoder; it is the paper's m_ce."""
   import dataclasses
 
-  from racer_jax.graph import heuristics
+  from racer_jax.hygrl import heuristics
   from racer_jax.hygrl import passages as hygrl_passages
   rng = np.random.default_rng(2)
   b, n, e, d = 1, 6, 8, 4
@@ -149,7 +149,7 @@ def test_pair_metrics_anchored_at_v_cur():
   keeps the best link from any sequence node."""
   import dataclasses
 
-  from racer_jax.graph import heuristics
+  from racer_jax.hygrl import heuristics
   from racer_jax.hygrl import beam
   from racer_jax.hygrl import passages as hygrl_passages
   rng = np.random.default_rng(4)

@@ -16,11 +16,11 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.errors import CheckpointError, RacerError
-from racer_jax.rl import walker_update as train_lib
-from racer_jax.runs import builders
+from racer_jax.walker import update as train_lib
+from racer_jax.walker import run as walker_run
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.workspace import load_workspace
-from racer_jax.train import walker_stage
+from racer_jax.walker import stage as walker_stage
 from tests.conftest import REPO
 
 QUIET = dict(progress=False, log=lambda _: None)
@@ -28,12 +28,12 @@ QUIET = dict(progress=False, log=lambda _: None)
 
 def _template(config):
   ws = load_workspace(config, None, config.prep_dir, ["train"], **QUIET)
-  policy = builders.make_policy(config)
+  policy = walker_run.make_policy(config)
   optimizer = train_lib.make_optimizer(config.train.learning_rate,
                                        config.train.grad_clip)
   return train_lib.create_train_state(
       policy, optimizer, config.seed, ws.concept_emb.shape[1],
-      memory_edges=ws.kg.num_edges if builders.memory_on(config) else 0)
+      memory_edges=ws.kg.num_edges if walker_run.memory_on(config) else 0)
 
 
 def _final(workdir, template, want_step):

@@ -1,1 +1,0 @@
-"""The dual-attention path refiner: score, rank and keep candidate paths."""

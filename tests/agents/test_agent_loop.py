@@ -17,8 +17,8 @@ from racer_jax.agents import templates
 from racer_jax.agents.agent_loop import Collaboration, FoldCritic
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.llm import gemini_backend, llm_usage
-from tests.agents import llm_stubs
-from tests.agents.stub_gemini import StubGemini, prompt_text
+from tests.llm import llm_stubs
+from tests.llm.stub_gemini import StubGemini, prompt_text
 
 
 class ScriptedCritic:

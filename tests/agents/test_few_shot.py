@@ -16,7 +16,7 @@ from racer_jax.agents import critic as critic_lib
 from racer_jax.agents import few_shot
 from racer_jax.errors import ConfigError
 from tests.trained_runs import QUIET
-from tests.agents.stub_gemini import StubGemini, prompt_text
+from tests.llm.stub_gemini import StubGemini, prompt_text
 
 
 def _record(i, gold, proposal, reached=True):

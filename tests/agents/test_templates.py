@@ -9,8 +9,8 @@ from racer_jax.agents import templates
 from racer_jax.agents.templates import Triple
 from racer_jax.kg import relations
 from racer_jax.llm import gemini_backend, llm_usage
-from tests.agents import llm_stubs
-from tests.agents.stub_gemini import StubGemini, prompt_text
+from tests.llm import llm_stubs
+from tests.llm.stub_gemini import StubGemini, prompt_text
 
 
 def test_every_relation_and_its_inverse_has_a_sentence():

@@ -128,7 +128,7 @@ def test_api_key_is_never_written(head_run, tmp_path, monkeypatch, capfd,
   """An evaluation with an LLM backend against a local stub, with faults;
   the key is in the environment and must appear in no file the run writes
   (JSONL, metrics, report, cache, checkpoints), no log and no exception."""
-  from tests.agents import stub_gemini, stub_openai
+  from tests.llm import stub_gemini, stub_openai
   reply = json.dumps({"answer": 0, "confidence": 0.9, "rationale": "r",
                       "verdict": "ACCEPT", "reason": "ok"})
   config, workdir = _copy_run(head_run, tmp_path, backend)

@@ -15,7 +15,7 @@ from racer_jax.errors import LLMError
 from racer_jax.eval import agents_eval
 from racer_jax.llm import llm, llm_backends
 from racer_jax.train import evaluate_run
-from tests.agents.stub_openai import StubOpenAI, completion
+from tests.llm.stub_openai import StubOpenAI, completion
 from tests.conftest import REPO
 from tests.real_llm import MODEL_ALIAS
 

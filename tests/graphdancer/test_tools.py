@@ -10,7 +10,7 @@ import pytest
 from racer_jax.graphdancer import explorer as explorer_lib
 from racer_jax.graphdancer import tools
 from racer_jax.graphdancer.tools import GraphTools, ProtocolError, ToolError
-from tests.agents import llm_stubs
+from tests.llm import llm_stubs
 
 
 # -- the parser ----------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from racer_jax.errors import ConfigError
 from racer_jax.lm import server_scorers
 from racer_jax.lm.choice_scoring import ScoreRequest, characters
-from tests.agents.stub_server import ScriptedServer
+from tests.llm.stub_server import ScriptedServer
 from tests import real_llm
 from tests.real_llm import MODEL_ALIAS, _free_port, _missing, gguf_path
 

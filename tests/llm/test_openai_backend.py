@@ -3,7 +3,7 @@ that answers as OpenAI's API documents (the faults a real server cannot be
 made to produce on demand): JSON modes, token caps, finish reasons and
 faults mapped to their categories, reasoning tokens, Retry-After, faults
 that stop the run, the model check, and key hygiene. The same backend
-against a real server: tests/agents/test_real_llm.py."""
+against a real server: tests/llm/test_real_llm.py."""
 
 import json
 
@@ -12,8 +12,8 @@ import pytest
 from racer_jax.errors import ConfigError, LLMError
 from racer_jax.llm import llm, openai_backend
 from racer_jax.llm.llm_cache import ResponseCache
-from tests.agents import stub_openai
-from tests.agents.stub_openai import StubOpenAI, completion, user_text
+from tests.llm import stub_openai
+from tests.llm.stub_openai import StubOpenAI, completion, user_text
 
 KEY = "sk-sentinel-openai-0123456789"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}},

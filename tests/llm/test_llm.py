@@ -16,8 +16,8 @@ from racer_jax.agents import answer_agent
 from racer_jax.errors import ConfigError, LLMError
 from racer_jax.llm import gemini_backend, llm, llm_usage
 from racer_jax.llm.llm_cache import ResponseCache, cache_key
-from tests.agents import stub_gemini
-from tests.agents.stub_gemini import StubGemini, prompt_text, reply_body
+from tests.llm import stub_gemini
+from tests.llm.stub_gemini import StubGemini, prompt_text, reply_body
 
 KEY = "sentinel-key-0123456789"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}},

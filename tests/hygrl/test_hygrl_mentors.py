@@ -20,8 +20,8 @@ from racer_jax.hygrl.mentors import (LLMJudgements, llm_roles, role_backend,
 from racer_jax.llm import llm_usage
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs.config_checks import check_config
-from tests.agents import llm_stubs
-from tests.agents.stub_gemini import StubGemini
+from tests.llm import llm_stubs
+from tests.llm.stub_gemini import StubGemini
 from tests.trained_runs import QUIET
 
 

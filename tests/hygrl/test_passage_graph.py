@@ -8,7 +8,7 @@ from racer_jax.data import multihop
 from racer_jax.errors import DataError
 from racer_jax.hygrl import multihop_workspace
 from racer_jax.kg import passage_graph
-from tests.multihop import tiny
+from tests.hygrl import tiny
 
 
 def _titles_texts():

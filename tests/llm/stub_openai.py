@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from tests.agents.stub_server import ScriptedServer
+from tests.llm.stub_server import ScriptedServer
 
 
 def completion(text: str | None, *, finish: str = "stop",

@@ -14,7 +14,7 @@ from racer_jax.eval import llm_figures, qa_metrics
 from racer_jax.llm import llm, llm_backends
 from racer_jax.llm.gemini_backend import GeminiBackend
 from racer_jax.llm.llm_cache import ResponseCache
-from tests.agents.stub_openai import StubOpenAI
+from tests.llm.stub_openai import StubOpenAI
 
 
 def saved_run(**agents):

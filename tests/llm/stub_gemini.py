@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from tests.agents.stub_server import ScriptedServer
+from tests.llm.stub_server import ScriptedServer
 
 
 def reply_body(text: str, prompt_tokens: int = 11, output_tokens: int = 7,

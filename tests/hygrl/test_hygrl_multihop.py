@@ -16,7 +16,7 @@ from racer_jax.hygrl import search as hygrl
 from racer_jax.hygrl import state as hygrl_state
 from racer_jax.hygrl import update as hygrl_update
 from racer_jax.train import evaluate_run, run_stage
-from tests.multihop import tiny
+from tests.hygrl import tiny
 from tests.real_llm import MODEL_ALIAS
 
 

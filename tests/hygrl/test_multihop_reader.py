@@ -11,7 +11,7 @@ from racer_jax.errors import ConfigError
 from racer_jax.hygrl import multihop_eval
 from racer_jax.llm import llm_backends
 from racer_jax.train import evaluate_run
-from tests.agents import stub_openai
+from tests.llm import stub_openai
 
 TITLES = ("Paris", "Lyon", "Rome", "Milan", "Oslo", "Bergen", "Madrid")
 TEXTS = tuple(f"{t} is a city." for t in TITLES)

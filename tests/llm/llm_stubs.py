@@ -7,7 +7,7 @@ import contextlib
 import json
 
 from racer_jax.llm import gemini_backend, openai_backend
-from tests.agents import stub_gemini, stub_openai
+from tests.llm import stub_gemini, stub_openai
 
 KINDS = ("gemini", "openai")
 

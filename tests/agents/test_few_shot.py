@@ -141,6 +141,7 @@ def test_dry_run_counts_what_the_real_run_sends(answer_run, demo_workspace,
     assert len(rows) == 3 * n
     train_stems = {e.stem for e in demo_workspace.splits["train"].examples}
     dev_stems = {e.stem for e in demo_workspace.splits["dev"].examples}
+    shown = []
     for row in rows:
       shots, asked = row["user"].split("Now the question to answer:\n")
       examples = re.findall(r"Question: (.*)", shots)
@@ -149,7 +150,12 @@ def test_dry_run_counts_what_the_real_run_sends(answer_run, demo_workspace,
       assert set(examples) <= train_stems and not set(examples) & dev_stems
       # the TemplateAgent's memory-aware lines, in the examples as well
       assert asked.count("reliability:") or "(no path found)" in asked
-      assert "reliability:" in shots and "Facts:" not in row["user"]
+      assert "Facts:" not in row["user"]
+      shown += [line for line in row["user"].splitlines()
+                if line.startswith("   - ") and "(no path found)" not in line]
+    # every path shown, in an example or in the question asked, carries its
+    # memory line (some walks find no path on the small demo walker)
+    assert shown and all("[reliability:" in line for line in shown), shown
     # the real run against the stub: the calls the dry run counted
     stub.requests.clear()
     real = agents_eval.evaluate(config, None, workdir, agents=agents,

@@ -5,7 +5,7 @@ Difficulty of a question (host side, once per split) combines
 
 - ``hops``: the shortest hop distance from a question concept to a
   gold-choice concept on the capped whole graph within the walk's horizon
-  (``racer_jax.walker.inputs.kg_structural_features``); unreachable
+  (``racer_jax.walker.inputs.structural_features``); unreachable
   counts as the longest;
 - ``degree``: the mean out-degree of its question concepts (more branches
   to choose from);

@@ -56,7 +56,7 @@ SELECTORS = ("refiner", "random", "logprob", "logprob_per_hop")
 
 
 def _run(evaluate_fn, params, data, walker_params, ws, quality, batch_size,
-         seed, progress, desc, top_ks=(), whole=None, rows_file=None):
+         seed, progress, desc, top_ks, whole, rows_file=None):
   """Sums the jitted evaluation's figures over ``data``'s batches;
   ``rows_file``: one JSON line per labeled question (``id``, ``gold``,
   ``gold_in_topk`` of the refiner, and ``correct`` of its choice head where

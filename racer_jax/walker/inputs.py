@@ -66,9 +66,9 @@ def _gold_hops(graph: wg.WholeGraph, gold_concepts, question_concepts,
   return jnp.minimum(at.min(axis=1), max_hops + 1)
 
 
-def kg_structural_features(graph: wg.WholeGraph,
-                           dataset: goal_batch.GoalDataset, max_hops: int,
-                           chunk: int = 256) -> np.ndarray:
+def structural_features(graph: wg.WholeGraph,
+                        dataset: goal_batch.GoalDataset, max_hops: int,
+                        chunk: int = 256) -> np.ndarray:
   """float64 [Q, 3] per dataset row, the curriculum's difficulty features
   (:mod:`racer_jax.data.curriculum`) on the whole graph: the gold's BFS
   distance from the question within the walk's horizon (``max_hops + 1``

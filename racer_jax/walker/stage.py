@@ -24,7 +24,7 @@ from racer_jax.walker import update as train_lib
 from racer_jax.runs.builders import start_run
 from racer_jax.walker.inputs import (
   goal_data,
-  kg_structural_features,
+  structural_features,
   whole_graph,
 )
 from racer_jax.walker.run import (
@@ -60,7 +60,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   host_graph = whole_graph(config, ws, log)
   # GraphDancer's easy-to-hard sampler, or uniform epochs
   sampler = curriculum.make_sampler(
-      config, dataset, lambda: kg_structural_features(
+      config, dataset, lambda: structural_features(
           host_graph, dataset, config.walker.max_steps), log)
   graph = parallel.replicate(mesh, host_graph)
   relation_emb = parallel.replicate(mesh, ws.relation_emb)

@@ -29,8 +29,8 @@ def kg_split(tmp_path_factory):
 def test_gold_hops_match_networkx_on_the_capped_graph(kg_split):
   config, graph, dataset = kg_split
   horizon = config.walker.max_steps
-  features = walker_inputs.kg_structural_features(graph, dataset,
-                                                     horizon, chunk=16)
+  features = walker_inputs.structural_features(graph, dataset, horizon,
+                                               chunk=16)
   assert features.shape == (len(dataset), 3)
   g = nx.DiGraph()
   g.add_nodes_from(range(graph.num_nodes))
@@ -61,7 +61,7 @@ def test_gold_hops_match_networkx_on_the_capped_graph(kg_split):
 
 def test_goal_batches_go_from_easy_to_uniform(kg_split):
   config, graph, dataset = kg_split
-  features = walker_inputs.kg_structural_features(
+  features = walker_inputs.structural_features(
       graph, dataset, config.walker.max_steps)
   sched = curriculum.Schedule(start=0.1, ramp_fraction=0.5, temperature=0.05)
   sampler = curriculum.CurriculumSampler(dataset, features, sched,

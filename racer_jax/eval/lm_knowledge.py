@@ -33,8 +33,8 @@ import numpy as np
 from racer_jax.agents.graph_agent import GraphAgent
 from racer_jax.agents.stack import AgentStack
 from racer_jax.runs.workspace import subset
-from racer_jax.answer import choice_triples as choice_triples_lib
-from racer_jax.answer import openbook as openbook_lib
+from racer_jax.knowledge import choice_triples as choice_triples_lib
+from racer_jax.knowledge import openbook as openbook_lib
 from racer_jax.errors import ConfigError
 from racer_jax.eval import lm_knowledge_arms as arms_lib
 from racer_jax.eval import paired

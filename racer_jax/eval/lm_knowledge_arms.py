@@ -2,7 +2,7 @@
 (:mod:`racer_jax.eval.lm_knowledge`), and how it is written out.
 
 Every arm gives, per question, per choice, a list of facts: a fact is a
-path (a list of :class:`racer_jax.answer.path_text.Triple`) or, for the
+path (a list of :class:`racer_jax.knowledge.path_text.Triple`) or, for the
 open book, a sentence. Arms:
 
 - ``none``: nothing;
@@ -25,9 +25,9 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from racer_jax.answer import openbook as openbook_lib
-from racer_jax.answer import path_text
-from racer_jax.answer.path_text import Triple
+from racer_jax.knowledge import openbook as openbook_lib
+from racer_jax.knowledge import path_text
+from racer_jax.knowledge.path_text import Triple
 
 ARMS = ("none", "paths", "other_paths", "random_triples", "choice_triples",
         "openbook")
@@ -104,7 +104,7 @@ def random_triples(paths: dict[int, Facts], kg, seed: int
 def choice_triples(ranker, data, indices: Sequence[int], k: int
                    ) -> dict[int, Facts]:
   """Each choice's ``k`` best one-hop triples
-  (:class:`racer_jax.answer.choice_triples.ChoiceTriples`)."""
+  (:class:`racer_jax.knowledge.choice_triples.ChoiceTriples`)."""
   examples = [data.examples[i] for i in indices]
   subgraphs = [data.subgraphs[i] for i in indices]
   ranked = ranker.split(examples, subgraphs, k)

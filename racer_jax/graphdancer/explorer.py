@@ -27,7 +27,7 @@ import re
 import tqdm
 
 from racer_jax.agents.templates import Triple
-from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.knowledge.path_text import RetrievedPath
 from racer_jax.errors import bars_off
 from racer_jax.graphdancer.tools import (GraphTools, ProtocolError, ToolError,
                                          parse_step)

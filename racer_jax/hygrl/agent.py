@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from racer_jax.agents.templates import Triple
-from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.knowledge.path_text import RetrievedPath
 from racer_jax.hygrl import search as hygrl
 from racer_jax.hygrl import state as hygrl_state
 from racer_jax.hygrl.state import create_state

@@ -115,7 +115,7 @@ class AnswerModel:
     :class:`racer_jax.agents.answer_agent.AnswerRequest` s, ``.state``
     (the restored train state) and ``.step``.
   * ``soup``: its runs start from shared pretrained weights, so a model
-    soup (:mod:`racer_jax.train.model_soup`) may average them.
+    soup (:mod:`racer_jax.answer.soup`) may average them.
   * ``reads``: the ``answer.*`` inputs beyond the knowledge text that only
     models naming them read (``evidence_workdir``, ``graph_workdir``).
   """
@@ -127,12 +127,12 @@ class AnswerModel:
 
 ANSWER_MODELS = Registry("answer.model", "answer model")
 ANSWER_MODELS.register("cross_encoder", AnswerModel(
-    trainer="racer_jax.train.answer_stage:train_cross_encoder",
-    predictor="racer_jax.agents.answer_models:CrossEncoderPredictor",
+    trainer="racer_jax.answer.run:train_cross_encoder",
+    predictor="racer_jax.answer.run:CrossEncoderPredictor",
     soup=True))
 ANSWER_MODELS.register("frozen_head", AnswerModel(
-    trainer="racer_jax.train.answer_head_stage:train_stage",
-    predictor="racer_jax.agents.answer_models:FrozenHeadPredictor",
+    trainer="racer_jax.answer.run:train_frozen_head",
+    predictor="racer_jax.answer.run:FrozenHeadPredictor",
     reads=("evidence_workdir", "graph_workdir")))
 
 
@@ -165,7 +165,7 @@ METHODS.register("hygrl_multihop", "racer_jax.hygrl.multihop_stage:train")
 TRAIN_STAGES = Registry("train.stage", "training stage")
 TRAIN_STAGES.register("walker", None)
 TRAIN_STAGES.register("refiner", "racer_jax.refiner.stage:train")
-TRAIN_STAGES.register("answer", "racer_jax.train.answer_stage:train")
+TRAIN_STAGES.register("answer", "racer_jax.answer.stage:train")
 TRAIN_STAGES.register("hygrl_multihop", None)   # multihop's runs' name
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from racer_jax.data import validation
 from racer_jax.errors import ConfigError, a_or_an
+from racer_jax.answer import evaluation as answer_eval
 from racer_jax.eval import (
   agents_eval,
-  answer_eval,
   explorer_eval,
   learning_curves,
   llm_figures,

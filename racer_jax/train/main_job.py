@@ -32,7 +32,7 @@ from racer_jax.eval import agents_eval, plots
 from racer_jax.runs import eval_output
 from racer_jax.runs import registry, workdir_lock
 from racer_jax.runs.config_checks import check_config
-from racer_jax.train import answer_stage
+from racer_jax.answer import stage as answer_stage
 from racer_jax.refiner import stage as refiner_stage
 from racer_jax.walker import stage as walker_stage
 

@@ -325,7 +325,7 @@ def test_hygrl_beam_serves_as_the_graph_agent(parts, demo_workspace,
 
 def _demo_choice_triples(demo_workspace, retrieval_runs, data):
   """Two triples per choice of the demo dev questions."""
-  from racer_jax.answer.choice_triples import ChoiceTriples
+  from racer_jax.knowledge.choice_triples import ChoiceTriples
   from racer_jax.runs.workspace import make_encoder
   config, _, _ = retrieval_runs
   return ChoiceTriples(demo_workspace.kg, demo_workspace.concept_emb,
@@ -370,7 +370,7 @@ def test_paths_back_the_critic_not_an_answerer_trained_without_them(
   answerer sees only the choice triples, the critic's support and the
   evidence come from the GraphAgent's paths, UNSURE still re-explores."""
   from racer_jax.agents.agent_loop import support_of
-  from racer_jax.answer.choice_triples import knowledge_text
+  from racer_jax.knowledge.choice_triples import knowledge_text
   graph, local, data = parts
   own = _demo_choice_triples(demo_workspace, retrieval_runs, data)
   graph.reset_memory()
@@ -498,7 +498,7 @@ class ChoiceEdges:
     return 0
 
   def retrieve(self, batch, rng, temperature=None, examples=None):
-    from racer_jax.answer.path_text import RetrievedPath, Triple
+    from racer_jax.knowledge.path_text import RetrievedPath, Triple
     concept = batch.graphs.nodes["concept"]
     out = [None] * batch.example_mask.shape[0]
     for b in np.flatnonzero(batch.example_mask):

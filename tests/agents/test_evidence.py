@@ -12,7 +12,7 @@ from racer_jax.agents import few_shot, templates
 from racer_jax.agents.agent_loop import Collaboration
 from racer_jax.agents.answer_agent import Answer
 from racer_jax.agents.critic import LocalCritic
-from racer_jax.answer.path_text import RetrievedPath, Triple
+from racer_jax.knowledge.path_text import RetrievedPath, Triple
 from racer_jax.data.qa import QAExample
 
 SPIDER_WEB = RetrievedPath([Triple("spider", "capableof", "spin_web"),

@@ -7,9 +7,9 @@ import jax
 import numpy as np
 import pytest
 
-from racer_jax.agents import answer_inputs
+from racer_jax.answer import inputs as answer_inputs
 from racer_jax.agents.graph_agent import GraphAgent, choice_evidence
-from racer_jax.answer import knowledge_text
+from racer_jax.knowledge import knowledge_text
 from racer_jax.errors import DataError
 from racer_jax.memory import edge_memory
 from tests.trained_runs import QUIET

@@ -67,8 +67,8 @@ def test_llm_rewrite_and_its_fallback(kind):
 
 
 def test_knowledge_texts_can_keep_only_paths_that_reach_the_choice():
-  from racer_jax.answer.knowledge_text import choice_texts
-  from racer_jax.answer.path_text import RetrievedPath
+  from racer_jax.knowledge.knowledge_text import choice_texts
+  from racer_jax.knowledge.path_text import RetrievedPath
   reached = RetrievedPath([Triple("ice", "atlocation", "freezer")], 1.0,
                           True, True)
   wandered = RetrievedPath([Triple("ice", "isa", "water")], 2.0, False, True)

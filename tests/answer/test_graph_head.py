@@ -11,7 +11,7 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.answer import choice_head, graph_head, path_graph
-from racer_jax.answer.path_text import RetrievedPath, Triple
+from racer_jax.knowledge.path_text import RetrievedPath, Triple
 from racer_jax.runs.config_checks import ConfigError, check_config
 
 

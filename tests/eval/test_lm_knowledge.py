@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from racer_jax.answer.path_text import Triple
+from racer_jax.knowledge.path_text import Triple
 from racer_jax.data import datasets
 from racer_jax.errors import ConfigError
 from racer_jax.eval import lm_knowledge_arms as arms

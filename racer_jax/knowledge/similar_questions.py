@@ -149,3 +149,10 @@ def from_config(config, data_dir, cache_path,
          if sim.skipped_unlabeled else "")
       + (f" ({held} validation questions left out)" if held else ""))
   return sim
+
+
+def for_run(config, data_dir, cache_dir, log) -> SimilarQuestions:
+  """:func:`from_config` with the index vectors cached in ``cache_dir``
+  (an answer run's folder; None: not cached)."""
+  cache = Path(cache_dir) / "similar_questions.npz" if cache_dir else None
+  return from_config(config, data_dir, cache, log)

@@ -13,15 +13,16 @@ import pytest
 from flax.training import train_state
 
 from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
-from racer_jax.answer import cross_encoder_step
 from racer_jax.data import validation
 from racer_jax.errors import ConfigError
-from racer_jax.eval import answer_eval
+from racer_jax.answer import evaluation as answer_eval
 from racer_jax.runs import registry
 from racer_jax.runs.checkpoints import Checkpointer, restore_run
 from racer_jax.runs.config_checks import check_config
 from racer_jax.runs.update_loop import run_stage_updates
-from racer_jax.train import answer_stage, model_soup
+from racer_jax.answer import inputs as answer_inputs
+from racer_jax.answer import soup as model_soup
+from racer_jax.answer import stage as answer_stage
 from tests.trained_runs import QUIET
 
 UPDATES = 40
@@ -38,7 +39,7 @@ def train_position_prior(config, data_dir, workdir, *, progress, log,
   """A model a user might add as a baseline: a learned prior over the
   answer's position, fitted by cross-entropy on the training questions
   outside the validation slice."""
-  examples = cross_encoder_step.load_examples(config, data_dir,
+  examples = answer_inputs.load_examples(config, data_dir,
                                               config.train.split)
   rows, _ = validation.split_rows(config, len(examples))
   gold = jnp.asarray([examples[i].answer_index for i in rows])
@@ -128,7 +129,7 @@ def test_the_answer_stage_trains_resumes_and_evaluates_it(
   np.testing.assert_array_equal(local.state.params["logits"],
                                 resumed.state.params["logits"])
   # it learned the training questions' most frequent answer position
-  examples = cross_encoder_step.load_examples(config, None, "train")
+  examples = answer_inputs.load_examples(config, None, "train")
   rows, _ = validation.split_rows(config, len(examples))
   counts = np.bincount([examples[i].answer_index for i in rows],
                        minlength=config.batch.num_choices)
@@ -140,7 +141,7 @@ def test_the_answer_stage_trains_resumes_and_evaluates_it(
   assert set(last["critic_thresholds"]) == {"min_confidence", "min_support"}
   # the answer-only evaluation restores it through the registry
   figures = answer_eval.evaluate(config, None, whole, **QUIET)
-  dev = cross_encoder_step.load_examples(config, None, config.eval.split)
+  dev = answer_inputs.load_examples(config, None, config.eval.split)
   want = np.mean([e.answer_index == np.argmax(counts[:len(e.choices)])
                   for e in dev])
   assert figures["accuracy"] == pytest.approx(want)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from racer_jax.answer import path_text
-from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.knowledge import path_text
+from racer_jax.knowledge.path_text import RetrievedPath
 
 DIRECT_BONUS = 10.0  # puts question-choice edges before any similarity
 

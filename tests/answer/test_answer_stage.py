@@ -12,7 +12,8 @@ import pytest
 
 from racer_jax.answer import cross_encoder as ce
 from racer_jax.text import minilm
-from racer_jax.train import answer_stage
+from racer_jax.answer import inputs as answer_inputs
+from racer_jax.answer import stage as answer_stage
 from racer_jax.runs import run_config
 from tests.trained_runs import QUIET
 
@@ -151,7 +152,7 @@ def test_frozen_head_reads_the_walkers_evidence(retrieval_runs, tmp_path,
   the evidence it was trained with, and refuses requests without it."""
   from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
   from racer_jax.answer import choice_head
-  from racer_jax.eval import answer_eval
+  from racer_jax.answer import evaluation as answer_eval
   _, _, refiner_dir = retrieval_runs
   workdir = _train_head(retrieval_runs, tmp_path / "evidence", log_every=1,
                         evidence_workdir=str(refiner_dir), head_epochs=5.0,
@@ -189,8 +190,8 @@ def test_frozen_head_reads_the_paths_graph(retrieval_runs, tmp_path):
   from that run (k' and the critic calibrated through it), evaluation from
   the checkpoint reproduces the training figure, and the paths are read."""
   from racer_jax.agents.answer_agent import AnswerRequest, LocalAnswerer
-  from racer_jax.answer.path_text import RetrievedPath, Triple
-  from racer_jax.eval import answer_eval
+  from racer_jax.knowledge.path_text import RetrievedPath, Triple
+  from racer_jax.answer import evaluation as answer_eval
   _, _, refiner_dir = retrieval_runs
   workdir = _train_head(retrieval_runs, tmp_path / "graph", log_every=1,
                         graph_workdir=str(refiner_dir), head_epochs=5.0)
@@ -218,8 +219,7 @@ def test_frozen_head_reads_the_paths_graph(retrieval_runs, tmp_path):
   with pytest.raises(ValueError, match="reads the paths' graph"):
     answerer.answer_many([AnswerRequest("q", ["a", "b"], ["", ""])])
   # shown no knowledge (the loop's head-only figure): a graph without paths
-  from racer_jax.answer import cross_encoder_step
-  from racer_jax.eval.head_only import head_only_correct
-  examples = cross_encoder_step.load_examples(config, None, "dev")
+    from racer_jax.eval.head_only import head_only_correct
+  examples = answer_inputs.load_examples(config, None, "dev")
   alone = head_only_correct(answerer, examples)
   assert len(alone) == sum(e.answer_index is not None for e in examples)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from racer_jax.eval import answer_eval
+from racer_jax.answer import evaluation as answer_eval
 from tests.trained_runs import QUIET, _train_answer
 
 

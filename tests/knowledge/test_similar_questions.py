@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from racer_jax.agents import answer_inputs
-from racer_jax.answer import cross_encoder_step
-from racer_jax.answer import similar_questions as sq
+from racer_jax.answer import inputs as answer_inputs
+from racer_jax.knowledge import similar_questions as sq
 from racer_jax.data import qa
 from tests.trained_runs import QUIET
 
@@ -102,9 +101,9 @@ def test_training_knowledge_puts_similar_questions_first(
   both = answer_inputs.knowledge_for(config, None, ["train", "dev"], **QUIET,
                                     cache_dir=tmp_path)
   assert (tmp_path / "similar_questions.npz").exists()
-  train = cross_encoder_step.load_examples(config, None, "train")
+  train = answer_inputs.load_examples(config, None, "train")
   for split in ("train", "dev"):
-    examples = cross_encoder_step.load_examples(config, None, split)
+    examples = answer_inputs.load_examples(config, None, split)
     for e, o_row, b_row in zip(examples, own_only[split], both[split]):
       assert len(b_row) == len(e.choices)
       first = b_row[0][:len(b_row[0]) - len(o_row[0])].strip()
@@ -152,7 +151,7 @@ def test_pipeline_shows_the_similar_questions_it_was_trained_with(
   from racer_jax.agents.pipeline import Pipeline
   _, workdir = similar_run
   assert (workdir / "similar_questions.npz").exists()
-  train = cross_encoder_step.load_examples(retrieval_runs[0], None, "train")
+  train = answer_inputs.load_examples(retrieval_runs[0], None, "train")
   result = Pipeline(workdir, log=QUIET["log"]).answer(
       train[0].stem, list(train[0].choices))
   for shown in result.rounds[0].knowledge:
@@ -168,7 +167,7 @@ def test_agents_evaluation_shows_them_too(retrieval_runs, similar_run,
   config, workdir = similar_run
   figures = agents_eval.evaluate(config, None, workdir, seeds=1, **QUIET)
   assert figures["similar_questions"] == 1
-  train = {e.stem: e.id for e in cross_encoder_step.load_examples(
+  train = {e.stem: e.id for e in answer_inputs.load_examples(
       retrieval_runs[0], None, "train")}
   rows = [json.loads(x) for x in (workdir / "eval" / "dev" /
                                   "full.seed0.jsonl").read_text().splitlines()]
@@ -216,7 +215,7 @@ def test_an_ensemble_shows_each_member_its_own_extra_text(
                                  atol=1e-5)
   # launch/answer.py's pipeline builds the same two views for a new
   # question.
-  train = cross_encoder_step.load_examples(retrieval_runs[0], None, "train")
+  train = answer_inputs.load_examples(retrieval_runs[0], None, "train")
   result = Pipeline(plain_copy, ensemble=[str(similar_copy)],
                     log=QUIET["log"]).answer(train[0].stem,
                                              list(train[0].choices))

@@ -7,7 +7,7 @@ as triples with their refiner scores, and the walker's evidence per choice
 best reaching log-probability, best refiner score). Written to a temporary file and
 renamed, so a crash leaves either no file or a complete one; read back with
 the question ids checked against the examples. They are written by
-:func:`racer_jax.agents.answer_inputs.dump_split`.
+:func:`racer_jax.answer.inputs.dump_split`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from racer_jax.answer import path_text
-from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.knowledge import path_text
+from racer_jax.knowledge.path_text import RetrievedPath
 from racer_jax.errors import DataError
 
 Knowledge = list[list[list[RetrievedPath]]]  # [question][choice][path]

@@ -14,9 +14,9 @@ import pytest
 
 from configs import test as test_config
 from racer_jax.agents.answer_agent import LocalAnswerer
-from racer_jax.eval import answer_eval
+from racer_jax.answer import evaluation as answer_eval
 from racer_jax.runs.checkpoints import Checkpointer
-from racer_jax.train import model_soup
+from racer_jax.answer import soup as model_soup
 from racer_jax.runs import run_config
 from tests.trained_runs import QUIET
 

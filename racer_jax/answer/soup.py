@@ -38,7 +38,7 @@ from racer_jax.agents.answer_agent import (
   knowledge_setup,
   setup_differences,
 )
-from racer_jax.eval import answer_eval
+from racer_jax.answer import evaluation
 from racer_jax.runs.checkpoints import Checkpointer
 from racer_jax.runs import registry, run_config
 
@@ -139,9 +139,9 @@ def evaluate_soup(out_dir, data_dir=None, split=None,
   out = Path(out_dir)
   soup = json.loads((out / "soup.json").read_text())
   config = run_config.load(out, "soup")
-  own = answer_eval.evaluate(config, data_dir, str(out), split=split,
+  own = evaluation.evaluate(config, data_dir, str(out), split=split,
                              log=log)
-  ens = answer_eval.evaluate(
+  ens = evaluation.evaluate(
       config, data_dir, soup["ingredients"][0],
       ensemble=soup["ingredients"][1:], split=split,
       out_workdir=out, name=f"{own['split']}.ingredients", log=log)

@@ -5,7 +5,7 @@
 The answer run in ``W`` (then each run of ``--ensemble``: its *members*) is
 restored from its newest checkpoint and shown the knowledge it was trained
 with, read from its own ``config.json`` (similar training questions, the
-open book, choice triples, refined paths: :func:`answer_inputs.knowledge_for`),
+open book, choice triples, refined paths: :func:`inputs.knowledge_for`),
 so members may differ in knowledge, seed or epochs. Without the agents: no
 critic, no re-exploration — the figure the answer stage reports at the end of
 training, recomputed from the checkpoint.
@@ -34,10 +34,9 @@ from typing import Callable
 
 import numpy as np
 
-from racer_jax.agents import answer_inputs
+from racer_jax.answer import inputs
 from racer_jax.agents.answer_agent import (AnswerRequest, LocalAnswerer,
                                            ensemble_probs)
-from racer_jax.answer import cross_encoder_step
 from racer_jax.data.prepare import write_json
 from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.runs.checkpoints import Checkpointer
@@ -51,14 +50,14 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   with."""
   answerer = LocalAnswerer(workdir, log=log)
   config = answerer.config
-  knowledge = answer_inputs.knowledge_for(config, data_dir, [split], progress,
+  knowledge = inputs.knowledge_for(config, data_dir, [split], progress,
                                          log, cache_dir=workdir)
   shown = knowledge[split] if knowledge else None
-  evidence = answer_inputs.evidence_for(config, data_dir, [split], progress,
+  evidence = inputs.evidence_for(config, data_dir, [split], progress,
                                         log)
-  graph_paths = answer_inputs.graph_paths_for(config, data_dir, [split],
+  graph_paths = inputs.graph_paths_for(config, data_dir, [split],
                                              progress, log)
-  examples = cross_encoder_step.load_examples(config, data_dir, split)
+  examples = inputs.load_examples(config, data_dir, split)
   requests = [AnswerRequest(e.stem, list(e.choices),
                             shown[i] if shown else None,
                             evidence=evidence[split][i] if evidence else None,
@@ -68,7 +67,7 @@ def member_predictions(workdir, data_dir, split: str, *, progress: bool,
   probs = answerer.probs(requests)
   gold = np.array([-1 if e.answer_index is None else e.answer_index
                    for e in examples], np.int32)
-  data = cross_encoder_step.AnswerData(examples, None, gold,
+  data = inputs.AnswerData(examples, None, gold,
                                  answerer.num_choices, shown)
   return data, probs, answerer.step
 
@@ -125,7 +124,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
       log(f"member {i}: {m}")
       data, probs, step = member_predictions(m, data_dir, split,
                                              progress=progress, log=log)
-      cross_encoder_step.write_predictions(path, data, probs)
+      inputs.write_predictions(path, data, probs)
       write_json(meta_path, {"workdir": str(m), "step": step})
       member_ids = [e.id for e in data.examples]
       member_gold = data.gold
@@ -138,7 +137,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
                        "differs")
     rows.append(probs)
     steps.append(step)
-    accuracies.append(cross_encoder_step.accuracy(probs, gold))
+    accuracies.append(inputs.accuracy(probs, gold))
     log(f"member {i} accuracy {accuracies[-1]:.4f}")
   width = max(p.shape[1] for p in rows)
   rows = [np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in rows]
@@ -152,7 +151,7 @@ def evaluate(config, data_dir, workdir, *, ensemble=(), split=None,
                                     for x in probs[q][:counts[q]]]})
               + "\n")
   figures = {
-      "accuracy": cross_encoder_step.accuracy(probs, gold),
+      "accuracy": inputs.accuracy(probs, gold),
       "accuracy_members": accuracies,
       "accuracy_members_mean": float(np.mean(accuracies)),
       "members": [str(m) for m in members],

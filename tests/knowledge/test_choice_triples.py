@@ -2,9 +2,10 @@
 the knowledge text the answer model is trained on."""
 
 
-from racer_jax.agents import answer_inputs, templates
-from racer_jax.answer.choice_triples import DIRECT_BONUS, ChoiceTriples, knowledge_text
-from racer_jax.answer.path_text import RetrievedPath
+from racer_jax.agents import templates
+from racer_jax.answer import inputs as answer_inputs
+from racer_jax.knowledge.choice_triples import DIRECT_BONUS, ChoiceTriples, knowledge_text
+from racer_jax.knowledge.path_text import RetrievedPath
 from racer_jax.runs.workspace import make_encoder
 from tests.trained_runs import QUIET
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from racer_jax.answer import openbook
+from racer_jax.knowledge import openbook
 from racer_jax.errors import DataError
 from racer_jax.kg import grounding
 

@@ -1,28 +1,36 @@
-"""The answer models' knowledge inputs for whole splits, assembled from runs.
+"""The answer models' inputs: a split's questions with the knowledge each
+choice is shown, assembled from runs.
 
 Per question and choice: the training questions most like it (KEAR), the
 open book's facts, the choice's own KG triples and the GraphAgent's refined
 paths toward it as sentences (:func:`knowledge_for`), and the whole-graph
 walker's evidence (:func:`evidence_for`). The refined paths are retrieved
 once by a :class:`~racer_jax.agents.graph_agent.GraphAgent` and cached beside
-the refiner run (:mod:`racer_jax.answer.knowledge_text` reads them back).
+the refiner run (:mod:`racer_jax.knowledge.knowledge_text` reads them back).
+The cross-encoder reads a split tokenized (:class:`AnswerData`), the frozen
+head its MiniLM vectors (:func:`cached_features`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Callable
 
 import jax
+import numpy as np
 import tqdm
 
 from racer_jax.agents.graph_agent import (NO_EVIDENCE, GraphAgent,
                                           choice_evidence)
-from racer_jax.answer import choice_triples, openbook, similar_questions
-from racer_jax.answer.cross_encoder_step import load_examples
-from racer_jax.answer.knowledge_text import knowledge_file, load_evidence, load_split
+from racer_jax.answer import choice_head
+from racer_jax.data import datasets, qa
+from racer_jax.knowledge import choice_triples, openbook, similar_questions
+from racer_jax.knowledge.knowledge_text import (knowledge_file, load_evidence,
+                                                load_split)
 from racer_jax.runs import builders
 from racer_jax.runs.workspace import load_workspace, make_encoder
 from racer_jax.runs import run_config
@@ -161,7 +169,7 @@ def knowledge_for(config, data_dir, splits, progress, log, cache_dir=None):
     texts = {s: openbook.join_knowledge(facts[s], texts and texts[s])
              for s in splits}
   if a.similar_questions > 0:
-    sim = similar_for(config, data_dir, cache_dir, log)
+    sim = similar_questions.for_run(config, data_dir, cache_dir, log)
     texts = {s: openbook.join_knowledge(
         sim.per_choice(load_examples(config, data_dir, s),
                        a.similar_questions), texts and texts[s])
@@ -183,13 +191,6 @@ def knowledge_sources(config) -> str:
            f"the graph of the paths from {a.graph_workdir}"
            if a.graph_workdir else ""]
   return ", ".join(p for p in parts if p)
-
-
-def similar_for(config, data_dir, cache_dir, log):
-  """KEAR's index of similar training questions, cached in ``cache_dir``
-  (None: not cached)."""
-  cache = (Path(cache_dir) / "similar_questions.npz" if cache_dir else None)
-  return similar_questions.from_config(config, data_dir, cache, log)
 
 
 def _knowledge_workspace(config, data_dir, splits, progress, log):
@@ -239,3 +240,94 @@ def openbook_texts(config, data_dir, grounded, splits, log):
   log(f"open book: {len(book.facts)} facts; {shown}/{total} choices got "
       f"at least one")
   return out
+
+
+@dataclasses.dataclass
+class AnswerData:
+  """A split, tokenized: per question ``(ids, type_ids)`` per choice."""
+  examples: list
+  tokens: list
+  gold: np.ndarray        # int32 [Q], -1 unlabeled
+  num_choices: int
+  knowledge: list | None  # [Q][C] sentences, None without knowledge
+
+  def batch(self, tokenizer, rows):
+    """(tokens [B, C, T] x3, choice_mask [B, C], gold [B], mask [B]);
+    ``rows`` may hold -1 for padding questions."""
+    rows = list(rows)
+    real = [self.tokens[r] if r >= 0 else ([], []) for r in rows]
+    tokens = tokenizer.pad(real, self.num_choices)
+    choice_mask = tokens[2][:, :, 0]
+    gold = np.array([self.gold[r] if r >= 0 else -1 for r in rows],
+                    np.int32)
+    return tokens, choice_mask, gold, np.array(rows) >= 0
+
+  def subset(self, rows) -> "AnswerData":
+    """The questions ``rows`` (e.g. the validation slice), in that order."""
+    rows = [int(r) for r in rows]
+    return AnswerData([self.examples[r] for r in rows],
+                      [self.tokens[r] for r in rows], self.gold[rows],
+                      self.num_choices,
+                      [self.knowledge[r] for r in rows]
+                      if self.knowledge else None)
+
+
+def load_answer_data(config, data_dir, split: str, tokenizer,
+                     knowledge=None) -> AnswerData:
+  path = datasets.split_path(config, split, datasets.resolve_data_dir(
+      data_dir))
+  examples = load_examples(config, data_dir, split)
+  c = config.batch.num_choices
+  too_many = [e.id for e in examples if len(e.choices) > c]
+  if too_many:
+    raise ValueError(f"{path}: {len(too_many)} questions have more than "
+                     f"batch.num_choices={c} choices (e.g. {too_many[0]})")
+  tokens = [tokenizer.encode(e.stem, e.choices,
+                             knowledge[i] if knowledge else None)
+            for i, e in enumerate(examples)]
+  gold = np.array([-1 if e.answer_index is None else e.answer_index
+                   for e in examples], np.int32)
+  return AnswerData(examples, tokens, gold, c, knowledge)
+
+
+def load_examples(config, data_dir, split: str) -> list:
+  path = datasets.split_path(config, split, datasets.resolve_data_dir(
+      data_dir))
+  return qa.load_jsonl(path, on_bad_line=config.data.on_bad_line)[0]
+
+
+def accuracy(probs: np.ndarray, gold: np.ndarray) -> float:
+  keep = gold >= 0
+  return float(np.mean(np.argmax(probs[keep], -1) == gold[keep])) if (
+      keep.any()) else 0.0
+
+
+def write_predictions(path: Path, data: AnswerData, probs: np.ndarray):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    for i, e in enumerate(data.examples):
+      f.write(json.dumps({
+          "id": e.id, "gold": int(data.gold[i]),
+          "prediction": int(np.argmax(probs[i])),
+          "probs": [round(float(p), 5) for p in probs[i][:len(e.choices)]],
+          **({"knowledge": data.knowledge[i]} if data.knowledge else {}),
+      }) + "\n")
+
+
+def cached_features(path: Path, encoder, examples, knowledge, num_choices):
+  """:func:`choice_head.encode_features`, reused from ``path`` when it was
+  made from exactly these texts."""
+  texts = json.dumps([[e.stem, list(e.choices)] for e in examples] +
+                     [knowledge or []])
+  digest = hashlib.sha256(texts.encode()).hexdigest()
+  if path.exists():
+    with np.load(path) as f:
+      if str(f["digest"]) == digest:
+        return f["q"], f["c"], f["k"], f["mask"]
+  q, c, k, mask = choice_head.encode_features(
+      encoder, [e.stem for e in examples], [list(e.choices) for e in examples],
+      knowledge, num_choices)
+  tmp = path.with_suffix(".tmp.npz")
+  np.savez(tmp, q=q, c=c, k=k, mask=mask, digest=digest)
+  tmp.replace(path)
+  return q, c, k, mask

@@ -27,6 +27,8 @@ import collections
 import dataclasses
 import json
 import os
+import re
+import string
 from typing import Any
 
 import numpy as np
@@ -257,3 +259,30 @@ def load_jsonl(paths, *, on_bad_line: str = "error",
       raise DataError(path, None, None, "holds no questions" + (
           f" ({report.skipped} bad lines skipped)" if report.skipped else ""))
   return examples, report
+
+
+# -- free-text answers (SQuAD v1.1's normalization) ---------------------------
+
+def normalize_answer(text: str) -> str:
+  """SQuAD v1.1 normalization."""
+  text = text.lower()
+  text = "".join(ch for ch in text if ch not in set(string.punctuation))
+  text = re.sub(r"\b(a|an|the)\b", " ", text)
+  return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+  return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+  """SQuAD token F1 (bag of normalized tokens)."""
+  p, g = normalize_answer(prediction).split(), normalize_answer(gold).split()
+  if not p or not g:
+    return float(p == g)
+  common = collections.Counter(p) & collections.Counter(g)
+  same = sum(common.values())
+  if same == 0:
+    return 0.0
+  precision, recall = same / len(p), same / len(g)
+  return 2 * precision * recall / (precision + recall)

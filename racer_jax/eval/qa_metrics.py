@@ -16,11 +16,8 @@ per-question records (so a report can be recomputed from its JSONL).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import re
 import resource
-import string
 import sys
 from typing import Callable
 
@@ -28,32 +25,9 @@ import jax
 import numpy as np
 import psutil
 
+from racer_jax.data.qa import exact_match, normalize_answer, token_f1  # noqa: F401
+
 # -- free text ---------------------------------------------------------------
-
-def normalize_answer(text: str) -> str:
-  """SQuAD v1.1 normalization."""
-  text = text.lower()
-  text = "".join(ch for ch in text if ch not in set(string.punctuation))
-  text = re.sub(r"\b(a|an|the)\b", " ", text)
-  return " ".join(text.split())
-
-
-def exact_match(prediction: str, gold: str) -> float:
-  return float(normalize_answer(prediction) == normalize_answer(gold))
-
-
-def token_f1(prediction: str, gold: str) -> float:
-  """SQuAD token F1 (bag of normalized tokens)."""
-  p, g = normalize_answer(prediction).split(), normalize_answer(gold).split()
-  if not p or not g:
-    return float(p == g)
-  common = collections.Counter(p) & collections.Counter(g)
-  same = sum(common.values())
-  if same == 0:
-    return 0.0
-  precision, recall = same / len(p), same / len(g)
-  return 2 * precision * recall / (precision + recall)
-
 
 _ROUGE = None
 

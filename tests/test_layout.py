@@ -93,7 +93,8 @@ def test_imports_are_at_the_top():
 
 # A method's room names its parts by role (racer_jax/walker/stage.py,
 # racer_jax/refiner/stage.py, ...); every other module name is unique.
-ROLES = {"stage", "evaluation", "update", "state", "run", "model", "inputs"}
+ROLES = {"stage", "evaluation", "update", "state", "run", "model", "inputs",
+         "rollout"}
 ROOMS = ("walker", "refiner", "answer")
 
 

@@ -15,6 +15,18 @@ from racer_jax.lm import causal_lm
 PROMPT_BUCKETS = (128, 256, 512, 1024, 2048, 4096)
 
 
+class PromptIds(str):
+  """A prompt given as token ids: the sampler passes its prompts to the
+  tokenizer adapter, which returns these ids instead of encoding text (the
+  exact tokens of a multi-turn episode, whose observations were encoded
+  apart from the model's tokens)."""
+
+  def __new__(cls, ids: Sequence[int]):
+    self = super().__new__(cls, f"<{len(ids)} token ids>")
+    self.ids = [int(i) for i in ids]
+    return self
+
+
 @dataclasses.dataclass
 class _SamplerTokenizer:
   """What tunix's ``TokenizerAdapter`` asks of a tokenizer: ``encode``,
@@ -23,6 +35,8 @@ class _SamplerTokenizer:
   tokenizer: object     # racer_jax.lm.lm_tokenizer.LMTokenizer
 
   def encode(self, text, **_):
+    if isinstance(text, PromptIds):
+      return list(text.ids)
     return self.tokenizer.encode(text)
 
   def decode(self, ids, **_):
@@ -35,7 +49,7 @@ class _SamplerTokenizer:
     return self.tokenizer.eos_id
 
   def pad_id(self):
-    return self.tokenizer.eos_id if self.tokenizer.eos_id is not None else 0
+    return self.tokenizer.pad_id
 
 
 class Generator:
@@ -60,6 +74,8 @@ class Generator:
     return self._samplers[prompt_length]
 
   def prompt_tokens(self, prompt: str) -> int:
+    if isinstance(prompt, PromptIds):
+      return len(prompt.ids)
     return len(self.lm.tokenizer.prefix() + self.lm.tokenizer.encode(prompt))
 
   def generate(self, prompts: Sequence[str], *, temperature: float = 0.0,
@@ -81,3 +97,25 @@ class Generator:
           top_p=top_p if temperature > 0 else None,
           eos_tokens=[eos] if eos is not None else None, seed=seed)
     return list(out.text)
+
+  def generate_ids(self, prompts: Sequence[Sequence[int]], *,
+                   temperature: float = 0.0, top_p: float | None = None,
+                   seed: int = 0, max_new_tokens: int | None = None
+                   ) -> list[list[int]]:
+    """The generated token ids of each prompt given as token ids (its
+    prefix included), stopped at the model's EOS (left out) or after
+    ``max_new_tokens``."""
+    steps = min(max_new_tokens or self.max_new_tokens, self.max_new_tokens)
+    longest = max(len(p) for p in prompts)
+    bucket = next((b for b in PROMPT_BUCKETS if longest <= b), None)
+    if bucket is None:
+      raise ValueError(f"a prompt of {longest} tokens is longer than "
+                       f"{PROMPT_BUCKETS[-1]}")
+    eos = self.lm.tokenizer.eos_id
+    with causal_lm.rope_theta_of(self._model):
+      out = self._sampler(bucket)(
+          [PromptIds(p) for p in prompts], max_generation_steps=steps,
+          max_prompt_length=bucket, temperature=float(temperature),
+          top_p=top_p if temperature > 0 else None,
+          eos_tokens=[eos] if eos is not None else None, seed=seed)
+    return [[int(i) for i in ids] for ids in out.tokens]

@@ -49,6 +49,20 @@ class LMTokenizer:
   def decode(self, ids: Sequence[int]) -> str:
     return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
+  @property
+  def pad_id(self) -> int:
+    """The id that pads a batch: a text-ending token no chat turn holds
+    (``<|endoftext|>``, ``<|end_of_text|>``, ``<pad>``) other than the
+    EOS, else the EOS (else 0). tunix reads every token equal to the pad id
+    as padding, and a chat prompt holds its EOS (``<|im_end|>``) at each
+    turn's end; a model without such a token pads with its EOS, which then
+    ends a sequence only."""
+    for name in ("<|endoftext|>", "<|end_of_text|>", "<pad>"):
+      found = self.tokenizer.token_to_id(name)
+      if found is not None and found != self.eos_id:
+        return int(found)
+    return self.eos_id if self.eos_id is not None else 0
+
   def prefix(self) -> list[int]:
     """What every sequence starts with: ``[bos_id]`` or nothing."""
     return [self.bos_id] if self.add_bos and self.bos_id is not None else []

@@ -71,13 +71,14 @@ def check_config(config) -> None:
                       f"{registry.answer_models_reading('evidence_workdir')})")
   _check_method_settings(config)
   stage, method = _get(config, "train.stage"), _get(config, "method")
-  if (stage == "hygrl_multihop") != (method == "hygrl_multihop") and \
-      not (method == "hygrl_multihop" and stage == "walker"):
-    raise ConfigError(
-        f"train.stage={stage!r} with method={method!r}: method="
-        "hygrl_multihop trains one stage, the passage search (train.stage="
-        "walker or hygrl_multihop, the name its runs are saved under); the "
-        "other methods train walker, refiner and answer")
+  for own in ("hygrl_multihop", "graphdancer"):
+    if (stage == own) != (method == own) and \
+        not (method == own and stage == "walker"):
+      raise ConfigError(
+          f"train.stage={stage!r} with method={method!r}: method={own} "
+          f"trains one stage (train.stage=walker or {own}, the name its "
+          "runs are saved under); racer and hygrl train walker, refiner "
+          "and answer")
   weights = _get(config, "curriculum.weights")
   if weights is not _MISSING:
     w = list(weights)

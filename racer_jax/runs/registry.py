@@ -162,11 +162,13 @@ METHODS = Registry("method", "method")
 METHODS.register("racer", "racer_jax.walker.stage:train")
 METHODS.register("hygrl", "racer_jax.hygrl.stage:train")
 METHODS.register("hygrl_multihop", "racer_jax.hygrl.multihop_stage:train")
+METHODS.register("graphdancer", "racer_jax.graphdancer.stage:train")
 TRAIN_STAGES = Registry("train.stage", "training stage")
 TRAIN_STAGES.register("walker", None)
 TRAIN_STAGES.register("refiner", "racer_jax.refiner.stage:train")
 TRAIN_STAGES.register("answer", "racer_jax.answer.stage:train")
 TRAIN_STAGES.register("hygrl_multihop", None)   # multihop's runs' name
+TRAIN_STAGES.register("graphdancer", None)      # the explorer's runs
 
 
 

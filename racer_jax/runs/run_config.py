@@ -84,7 +84,7 @@ LEGACY = {
     "eval.seeds": 1,
 }
 # sections a saved run may lack because they were added after it
-ADDED_SECTIONS = ("multihop",)
+ADDED_SECTIONS = ("multihop", "graphdancer")
 # Fields removed with the subgraph walker (issue 52): the values a saved run
 # may hold that mean what the code does now. Another value was read only by
 # a RACER walker run (method racer, stage walker), which is then refused;

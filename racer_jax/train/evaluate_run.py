@@ -26,6 +26,7 @@ from racer_jax.eval import (
   lm_knowledge,
   report,
 )
+from racer_jax.graphdancer import evaluation as explorer_training_eval
 from racer_jax.refiner import evaluation as refiner_eval
 from racer_jax.walker import evaluation as walker_eval
 from racer_jax.hygrl import multihop_eval, retrieval_eval
@@ -35,10 +36,10 @@ from racer_jax.runs import registry, run_config
 from racer_jax.runs.config_checks import check_config
 
 KINDS = ("walker", "hygrl", "multihop", "refiner", "agents", "answer_only",
-         "compare")
+         "explorer", "compare")
 _CHECKPOINTED = ("walker", "hygrl", "multihop", "refiner")
 _TRAINED = ("walker", "hygrl", "multihop", "refiner", "agents",
-            "answer_only")
+            "answer_only", "explorer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +194,8 @@ def run_kind(config, options: dict) -> str:
   method = config.method
   if method == "hygrl_multihop":
     return "multihop"
+  if method == "graphdancer":
+    return "explorer"
   return "hygrl" if method == "hygrl" else "walker"
 
 
@@ -229,6 +232,10 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
     raise ConfigError(f"--split={validation.SPLIT}: only walker and refiner "
                       f"runs evaluate on their validation slice; "
                       f"{a_or_an(kind)} run takes a dataset split")
+  if kind == "explorer":
+    return explorer_training_eval.evaluate(config, data_dir, workdir,
+                                           split=o["split"],
+                                           progress=progress)
   if kind == "answer_only":
     return answer_eval.evaluate(config, data_dir, workdir,
                                 ensemble=o["ensemble"], split=o["split"],

@@ -1,0 +1,92 @@
+"""GraphDancer's training stage (``method=graphdancer``): the explorer LM
+learns to explore the graph.
+
+1. The graph and its functions (:mod:`racer_jax.graphdancer.tools`) over the
+   run's prepared ConceptNet store.
+2. Gold trajectories of the training questions (the validation slice held
+   out), played through the environment
+   (:mod:`racer_jax.graphdancer.trajectories`); their counts per curriculum
+   group go to ``warm_start.json``.
+3. The supervised warm start (:mod:`racer_jax.graphdancer.sft`), resumable
+   from ``<workdir>/sft``.
+
+Not yet here: the PPO stage with the curriculum, and the passage graph
+(2WikiMultiHopQA).
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Callable
+
+from racer_jax.data.prepare import write_json
+from racer_jax.errors import ConfigError
+from racer_jax.graphdancer import inputs, sft, trajectories
+from racer_jax.graphdancer.rollout import environment
+from racer_jax.lm import causal_lm
+from racer_jax.runs import builders
+
+
+def warm_start_rows(config, ws, env, system, tokenizer, log) -> list:
+  """The encoded gold trajectories ``(ids, loss_mask)`` of the training
+  questions outside the validation slice, and a count of what was kept and
+  why the rest was not (written to the report by the caller)."""
+  g = config.graphdancer
+  split = ws.splits[config.train.split]
+  counts = collections.Counter()
+  rows = []
+  for i in split.dataset.ids:
+    example, subgraph = split.examples[int(i)], split.subgraphs[int(i)]
+    out = trajectories.conceptnet_trajectory(env, example, subgraph,
+                                             g.max_hops)
+    if out is None:
+      counts["no_gold_path"] += 1
+      continue
+    episode, hops = out
+    prompt = inputs.prompt_ids(tokenizer, system, example.stem,
+                               example.choices)
+    ids, mask = inputs.encode_episode(tokenizer, prompt, episode)
+    if len(ids) > g.max_context_tokens:
+      counts["longer_than_context"] += 1
+      continue
+    counts[trajectories.difficulty_group(len(hops))] += 1
+    rows.append((ids, mask))
+  log(f"explorer warm start: {len(rows)} gold trajectories of "
+      f"{len(split.dataset.ids)} training questions ({dict(counts)})")
+  return rows, dict(counts)
+
+
+def train(config, data_dir, workdir, *, progress: bool = True,
+          log: Callable[[str], None] = print) -> dict:
+  """Trains (or resumes) the explorer in ``workdir``; returns the last
+  figures."""
+  if config.data.dataset not in ("csqa", "obqa", "demo"):
+    raise ConfigError(f"method=graphdancer trains on ConceptNet questions "
+                      f"(data.dataset csqa, obqa or demo), not "
+                      f"{config.data.dataset!r}: the passage graph is not "
+                      "wired to the explorer's training yet")
+  workdir, ws, _ = builders.start_run(config, data_dir, workdir,
+                                      progress=progress, log=log,
+                                      stage="graphdancer")
+  g = config.graphdancer
+  lm = causal_lm.load_causal_lm(g.model, dtype=g.dtype)
+  env, system = environment(config, ws.kg, lm.tokenizer)
+  rows, counts = warm_start_rows(config, ws, env, system, lm.tokenizer, log)
+  if not rows:
+    raise ConfigError(f"no gold trajectory among the {config.train.split} "
+                      "questions: nothing to warm-start the explorer on")
+  figures = {"warm_start": counts, "warm_start_trajectories": len(rows)}
+  if g.sft_steps:
+    _, losses = sft.train(
+        lm, rows, steps=g.sft_steps, batch_size=g.sft_batch_size,
+        learning_rate=g.sft_learning_rate, weight_decay=g.weight_decay,
+        warmup_steps=g.sft_warmup_steps, seed=config.seed,
+        checkpoint_dir=(Path(workdir) / "sft").resolve(),
+        checkpoint_every=g.checkpoint_every, log=log)
+    if losses:
+      figures.update(sft_loss_first=losses[0], sft_loss_last=losses[-1],
+                     sft_steps_run=len(losses))
+  write_json(Path(workdir) / "warm_start.json", figures)
+  log(f"explorer: {figures}")
+  return figures

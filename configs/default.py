@@ -859,6 +859,38 @@ class GraphDancer:
   sft_warmup_steps: int = setting(5, "Linear warmup of the SFT rate.",
                                   at_least=0)
   weight_decay: float = setting(0.0, "AdamW's weight decay.", at_least=0.0)
+  ppo_steps: int = setting(
+      0, "PPO updates after the warm start (the paper: 150; 0: none).",
+      at_least=0)
+  ppo_batch_size: int = setting(
+      8, "Questions per PPO update, one episode each (the paper: 128).",
+      at_least=1)
+  actor_learning_rate: float = setting(
+      1e-06, "The policy's AdamW rate (the paper: 1e-6).", above=0.0)
+  critic_learning_rate: float = setting(
+      1e-05, "The critic's AdamW rate (the paper: 1e-5).", above=0.0)
+  kl_coef: float = setting(
+      0.001, "KL to the reference policy, in the reward (the paper: "
+      "0.001).", at_least=0.0)
+  clip_ratio: float = setting(0.2, "PPO's ratio clip.", above=0.0)
+  rollout_temperature: float = setting(
+      0.7, "Sampling temperature of the training rollouts (the paper: "
+      "0.7).", above=0.0)
+  curriculum: str = setting(
+      "easy_to_hard",
+      "Which questions each PPO update draws: easy_to_hard (the paper's "
+      "biased Gaussian sampler over the easy / medium / hard groups) or "
+      "uniform (vanilla PPO).", choices=("easy_to_hard", "uniform"))
+  e2h_beta: float = setting(3.0, "The curriculum's pace β (the paper: 3).",
+                            above=0.0)
+  e2h_sigma: float = setting(0.75, "The curriculum's width σ (the paper: "
+                             "0.75).", above=0.0)
+  e2h_eta: tuple[float, ...] = setting(
+      (0.2, 0.8), "The bias mixture's weight η, from the first update to "
+      "the last (the paper: 0.2 -> 0.8).")
+  e2h_bias: tuple[float, ...] = setting(
+      (0.5, 0.5, 0.0), "The bias q over easy, medium, hard (the paper: "
+      "0.5, 0.5, 0).")
   checkpoint_every: int = setting(
       10, "Updates between checkpoints (a stopped run resumes there).",
       at_least=1)

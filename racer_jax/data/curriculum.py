@@ -137,3 +137,65 @@ def make_sampler(config, dataset, features_fn, log=print):
       f" competence {cur.start} -> 1 by step "
       f"{int(cur.ramp_fraction * config.train.num_steps)}")
   return sampler
+
+
+@dataclasses.dataclass(frozen=True)
+class EasyToHard:
+  """GraphDancer's own sampler over difficulty groups (its released
+  ``E2HGaussianSampler`` with the bias mixture): at update ``t`` of ``T``
+  the groups ``k = 0 .. K-1`` (easy to hard) get the Gaussian weights
+  ``exp(-(x_t - k)² / 2σ²)``, ``x_t = (t / (T-1))^β · (K-1)``, normalized,
+  mixed with a fixed bias ``q`` as ``(1-η_t) p + η_t q``, η_t linear from
+  ``eta_start`` to ``eta_end``. The paper's run: β = 3, σ = 0.75,
+  η 0.2 → 0.8, q = (0.5, 0.5, 0) over (easy, medium, hard).
+
+  A batch's group counts are a multinomial draw, its questions drawn
+  without replacement inside each group, all from
+  ``numpy.random.default_rng([seed, t])``: a function of ``(seed, t)``,
+  so a resumed run is exact (the released sampler walks each group with a
+  cursor instead; the draws have the same distribution)."""
+  beta: float = 3.0
+  sigma: float = 0.75
+  eta_start: float = 0.2
+  eta_end: float = 0.8
+  bias: tuple[float, ...] = (0.5, 0.5, 0.0)
+
+  def probs(self, step: int, num_steps: int, groups: int) -> np.ndarray:
+    """float64 [groups]: the groups' probabilities at ``step``."""
+    frac = step / max(num_steps - 1, 1)
+    x = (min(frac, 1.0) ** self.beta) * (groups - 1)
+    p = np.exp(-((x - np.arange(groups)) ** 2) / (2 * self.sigma ** 2))
+    p /= p.sum()
+    q = np.asarray(self.bias, np.float64)[:groups]
+    q = q / q.sum() if q.sum() > 0 else np.full(groups, 1.0 / groups)
+    eta = self.eta_start + (self.eta_end - self.eta_start) * min(frac, 1.0)
+    out = (1 - eta) * p + eta * q
+    return out / out.sum()
+
+
+def draw_batch(group_of: np.ndarray, batch_size: int, step: int,
+               num_steps: int, seed: int,
+               sampler: EasyToHard | None) -> np.ndarray:
+  """int64 [batch_size] question indices for ``step``: by ``sampler`` over
+  the groups (``group_of``: int [Q], 0 = easiest), or uniformly without
+  replacement with ``sampler`` None (vanilla PPO). What a group too small
+  for its draw cannot give is drawn uniformly from the other questions."""
+  rng = np.random.default_rng([seed, step])
+  n = len(group_of)
+  if sampler is None:
+    return rng.choice(n, size=min(batch_size, n), replace=False)
+  groups = int(group_of.max()) + 1 if n else 1
+  members = [np.flatnonzero(group_of == k) for k in range(groups)]
+  p = sampler.probs(step, num_steps, groups)
+  p = np.where([len(m) > 0 for m in members], p, 0.0)
+  counts = rng.multinomial(min(batch_size, n), p / p.sum())
+  picked = []
+  for k in range(groups):
+    take = min(int(counts[k]), len(members[k]))
+    picked += [int(i) for i in rng.choice(members[k], size=take,
+                                          replace=False)]
+  short = min(batch_size, n) - len(picked)
+  if short:   # a group had fewer questions than drawn: the rest, uniformly
+    rest = np.setdiff1d(np.arange(n), picked)
+    picked += [int(i) for i in rng.choice(rest, size=short, replace=False)]
+  return np.asarray(picked, np.int64)

@@ -17,26 +17,23 @@ ended, its answer and reward. Figures (GraphDancer's Tables 5, 10, 12):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from flax import nnx
 
 from racer_jax.graphdancer import sft
-from racer_jax.graphdancer.episode import (RewardWeights, answer_matches,
-                                           reward, valid_sequence)
+from racer_jax.graphdancer.episode import (answer_matches, reward,
+                                           valid_sequence)
 from racer_jax.graphdancer.rollout import Rollout, environment
+from racer_jax.graphdancer.run import PPORun, reward_weights
 from racer_jax.lm import causal_lm
 from racer_jax.runs import builders
 from racer_jax.runs.eval_output import EvalOutput
 from racer_jax.runs.workspace import load_workspace
-
-
-def reward_weights(config) -> RewardWeights:
-  g = config.graphdancer
-  return RewardWeights(g.reward_structure, g.reward_final_format,
-                       g.reward_retrieval)
 
 
 def record(trajectory, gold_concepts: set[str], weights) -> dict:
@@ -92,7 +89,14 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                   for c in sg.nodes[sg.choice_mask[:, e.answer_index]]})
   base = causal_lm.load_causal_lm(g.model, dtype=g.dtype)
   trained, step = sft.restore(base, (Path(workdir) / "sft").resolve())
-  log(f"explorer: SFT checkpoint of step {step} (0: the untrained model)")
+  ppo_step = 0
+  if g.ppo_steps and (Path(workdir) / "ppo").is_dir():
+    run = PPORun(config, trained, Path(workdir) / "ppo")
+    graphdef, state = nnx.split(run.ppo.actor)
+    trained = dataclasses.replace(trained, graphdef=graphdef, state=state)
+    ppo_step = run.step
+  log(f"explorer: SFT step {step}, PPO update {ppo_step} (0 and 0: the "
+      "untrained model)")
   weights = reward_weights(config)
   out = EvalOutput(workdir, f"{split}.explorer")
   figures = {}
@@ -109,5 +113,5 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
                             "model": prefix.rstrip("_") or "trained",
                             **r}) + "\n")
       figures.update({prefix + k: v for k, v in figures_of(records).items()})
-  figures.update(model=g.model, sft_step=step)
+  figures.update(model=g.model, sft_step=step, ppo_step=ppo_step)
   return out.finish(figures, title=f"GraphDancer's explorer on {split}")

@@ -66,11 +66,14 @@ class Rollout:
   :func:`token_shortener` of the observation cap)."""
 
   def __init__(self, lm, env: Environment, system: str, *,
-               max_step_tokens: int, max_context_tokens: int):
+               max_step_tokens: int, max_context_tokens: int, model=None):
+    """``model``: the policy module sampled (PPO's actor, trained in place
+    between rollouts); default ``lm``'s weights."""
     self.lm, self.env, self.system = lm, env, system
     self.max_step_tokens = int(max_step_tokens)
     self.max_context_tokens = int(max_context_tokens)
-    self.generator = generation.Generator(lm, max_new_tokens=max_step_tokens)
+    self.generator = generation.Generator(lm, max_new_tokens=max_step_tokens,
+                                          model=model)
 
   def start(self, question: str, choices: Sequence[str],
             golds: Sequence[str]) -> Trajectory:

@@ -96,8 +96,10 @@ def train(lm: causal_lm.CausalLM, rows, *, steps: int, batch_size: int,
   length = sequence_length(rows)
   with causal_lm.rope_theta_of(model):
     trainer.train(batches(rows, batch_size, length, pad_id, seed))
-  losses = [float(x) for x in trainer.metrics_logger.get_metric_history(
-      "", "loss", "train")]
+  history = trainer.metrics_logger
+  losses = ([float(x) for x in history.get_metric_history("", "loss",
+                                                           "train")]
+            if history.metric_exists("", "loss", "train") else [])
   graphdef, state = nnx.split(model)
   return causal_lm.CausalLM(graphdef=graphdef, state=state, meta=lm.meta,
                             tokenizer=lm.tokenizer, source=lm.source), losses

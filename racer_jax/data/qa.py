@@ -286,3 +286,15 @@ def token_f1(prediction: str, gold: str) -> float:
     return 0.0
   precision, recall = same / len(p), same / len(g)
   return 2 * precision * recall / (precision + recall)
+
+
+_ROUGE = None
+
+
+def rouge_l(prediction: str, gold: str) -> float:
+  """ROUGE-L F-measure (``rouge_score.rouge_scorer``, Porter stemming)."""
+  global _ROUGE
+  if _ROUGE is None:
+    from rouge_score import rouge_scorer
+    _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+  return float(_ROUGE.score(gold, prediction)["rougeL"].fmeasure)

@@ -25,21 +25,10 @@ import jax
 import numpy as np
 import psutil
 
-from racer_jax.data.qa import exact_match, normalize_answer, token_f1  # noqa: F401
+from racer_jax.data.qa import (  # noqa: F401  (the figures' own names)
+  exact_match, normalize_answer, rouge_l, token_f1)
 
 # -- free text ---------------------------------------------------------------
-
-_ROUGE = None
-
-
-def rouge_l(prediction: str, gold: str) -> float:
-  """ROUGE-L F-measure (``rouge_score.rouge_scorer``, Porter stemming)."""
-  global _ROUGE
-  if _ROUGE is None:
-    from rouge_score import rouge_scorer
-    _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-  return float(_ROUGE.score(gold, prediction)["rougeL"].fmeasure)
-
 
 def best_over_golds(fn, prediction: str, golds) -> float:
   """SQuAD's convention: the best score over the accepted answers."""

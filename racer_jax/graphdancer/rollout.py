@@ -26,7 +26,6 @@ import tqdm
 from racer_jax.errors import bars_off
 from racer_jax.graphdancer.episode import STEP_ENDS, Environment, Episode
 from racer_jax.graphdancer.inputs import prompt_ids, system_prompt
-from racer_jax.graphdancer.tools import GraphTools
 from racer_jax.lm import generation
 
 
@@ -113,10 +112,9 @@ class Rollout:
     return runs
 
 
-def environment(config, kg, tokenizer) -> tuple[Environment, str]:
-  """``(the environment over kg, the system prompt)`` of ``config``."""
+def environment(config, tools, tokenizer) -> tuple[Environment, str]:
+  """``(the environment over tools, the system prompt)`` of ``config``."""
   g = config.graphdancer
-  tools = GraphTools(kg, max_neighbours=g.max_neighbours)
   env = Environment(tools, g.max_turns,
                     token_shortener(tokenizer, g.max_observation_tokens))
-  return env, system_prompt(tools, passages=False)
+  return env, system_prompt(tools, passages=g.graph == "passages")

@@ -9,13 +9,15 @@ The actor, critic and both optimizer states are saved with orbax every
 ``checkpoint_every`` updates under ``<workdir>/ppo``; the batch of update
 ``t`` and its sampling seed are functions of ``(seed, t)``, so a stopped
 run resumes exactly. One JSON line per update goes to
-``<workdir>/ppo_metrics.jsonl``.
+``<workdir>/ppo_metrics.jsonl``, with the rollout's and the update's wall
+time and the sampled tokens per second of the rollout.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -70,7 +72,8 @@ class PPORun:
         critic_tx=optax.adamw(g.critic_learning_rate,
                               weight_decay=g.weight_decay),
         settings=PPOSettings(kl_coef=g.kl_coef, clip_ratio=g.clip_ratio),
-        pad_id=lm.tokenizer.pad_id, eos_id=lm.tokenizer.eos_id)
+        pad_id=lm.tokenizer.pad_id, eos_id=lm.tokenizer.eos_id,
+        micro_batch_size=g.ppo_micro_batch_size)
     self.manager = ocp.CheckpointManager(
         Path(checkpoint_dir).resolve(),
         options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True))
@@ -121,9 +124,11 @@ def train(config, run: PPORun, env, system: str, questions: Sequence,
       t = run.step
       rows = draw_batch(group_of, g.ppo_batch_size, t, g.ppo_steps,
                         config.seed, sampler)
+      started = time.perf_counter()
       runs = rollout.run([questions[i] for i in rows],
                          temperature=g.rollout_temperature,
                          seed=config.seed * 100_003 + t)
+      rolled = time.perf_counter()
       rewards = [reward(r.episode.response, r.episode.golds, weights)
                  for r in runs]
       prompt_len = _round_up(max(r.prompt_length for r in runs))
@@ -131,7 +136,13 @@ def train(config, run: PPORun, env, system: str, questions: Sequence,
                                      for r in runs))
       batch = run.ppo.batch(*sequences(runs, pad_id, prompt_len,
                                        completion_len), rewards)
-      last = {"step": t + 1, **run.ppo.update(batch),
+      figures = run.ppo.update(batch)
+      sampled = sum(sum(r.mask) for r in runs)
+      last = {"step": t + 1, **figures,
+              "rollout_seconds": rolled - started,
+              "update_seconds": time.perf_counter() - rolled,
+              "sampled_tokens_per_second": sampled / max(rolled - started,
+                                                         1e-9),
               "reward": float(np.mean(rewards)),
               "answered": float(np.mean([r.episode.end == "answer"
                                          for r in runs])),

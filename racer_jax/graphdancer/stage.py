@@ -1,10 +1,11 @@
 """GraphDancer's training stage (``method=graphdancer``): the explorer LM
 learns to explore the graph.
 
-1. The graph and its functions (:mod:`racer_jax.graphdancer.tools`) over the
-   run's prepared ConceptNet store.
-2. Gold trajectories of the training questions (the validation slice held
-   out), played through the environment
+1. The graph and its functions (:mod:`racer_jax.graphdancer.tools`): the
+   run's prepared ConceptNet store, or a passage graph
+   (``graphdancer.graph=passages``, :mod:`racer_jax.graphdancer.passages`).
+2. Gold trajectories of the training questions (on ConceptNet, the
+   validation slice held out), played through the environment
    (:mod:`racer_jax.graphdancer.trajectories`); their counts per curriculum
    group go to ``warm_start.json``.
 3. The supervised warm start (:mod:`racer_jax.graphdancer.sft`), resumable
@@ -13,8 +14,6 @@ learns to explore the graph.
 4. PPO (``graphdancer.ppo_steps``) from the warm-started model, questions
    drawn by the paper's easy-to-hard sampler or uniformly
    (:mod:`racer_jax.graphdancer.run`), resumable from ``<workdir>/ppo``.
-
-Not yet here: the passage graph (2WikiMultiHopQA).
 """
 
 from __future__ import annotations
@@ -27,14 +26,15 @@ import numpy as np
 
 from racer_jax.data.prepare import write_json
 from racer_jax.errors import ConfigError
-from racer_jax.graphdancer import inputs, sft, trajectories
+from racer_jax.graphdancer import inputs, passages, sft, trajectories
 from racer_jax.graphdancer import run as run_lib
 from racer_jax.graphdancer.rollout import environment
+from racer_jax.graphdancer.tools import GraphTools
 from racer_jax.lm import causal_lm
-from racer_jax.runs import builders
+from racer_jax.runs import builders, run_config
 
 
-def warm_start_rows(config, ws, env, system, tokenizer, log):
+def conceptnet_rows(config, ws, env, system, tokenizer, log):
   """The training questions outside the validation slice: ``(rows,
   counts, questions, group_of)`` — the encoded gold trajectories
   ``(ids, loss_mask)``, a count of what was kept and why the rest was not,
@@ -70,26 +70,72 @@ def warm_start_rows(config, ws, env, system, tokenizer, log):
   return rows, dict(counts), questions, np.asarray(group_of, np.int64)
 
 
+def passage_rows(config, task, env, system, tokenizer, log):
+  """:func:`conceptnet_rows` for a passage graph's training questions."""
+  g = config.graphdancer
+  counts = collections.Counter()
+  rows, questions, group_of = [], [], []
+  for q in task.split("train"):
+    questions.append((q.question, [], [q.answer]))
+    group_of.append(task.group(q))
+    titles = task.gold_titles(q)
+    if len(titles) * 2 + 1 > g.max_turns:
+      counts["longer_than_turn_limit"] += 1
+      continue
+    out = trajectories.passage_trajectory(env, q, titles)
+    if out is None:
+      counts["gold_passage_missing"] += 1
+      continue
+    prompt = inputs.prompt_ids(tokenizer, system, q.question, [])
+    ids, mask = inputs.encode_episode(tokenizer, prompt, out[0])
+    if len(ids) > g.max_context_tokens:
+      counts["longer_than_context"] += 1
+      continue
+    counts[trajectories.GROUPS[group_of[-1]]] += 1
+    rows.append((ids, mask))
+  log(f"explorer warm start: {len(rows)} gold trajectories of "
+      f"{len(questions)} training questions ({dict(counts)})")
+  return rows, dict(counts), questions, np.asarray(group_of, np.int64)
+
+
+def _setting(config, data_dir, workdir, lm, progress, log):
+  """``(workdir, env, system, (rows, counts, questions, group_of))`` of
+  the configured graph."""
+  g = config.graphdancer
+  if g.graph == "passages":
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_config.save(config, workdir, "graphdancer")
+    task = passages.load(config, data_dir,
+                         builders.prep_dir_of(config, workdir), log=log)
+    env, system = environment(config, task.tools, lm.tokenizer)
+    return workdir, env, system, passage_rows(config, task, env, system,
+                                              lm.tokenizer, log)
+  if config.data.dataset not in ("csqa", "obqa", "obqa_additional", "demo"):
+    raise ConfigError(
+        f"graphdancer.graph=conceptnet explores ConceptNet for choice "
+        f"questions (data.dataset csqa, obqa or demo), not "
+        f"{config.data.dataset!r}; a passage set: graphdancer.graph=passages")
+  workdir, ws, _ = builders.start_run(config, data_dir, workdir,
+                                      progress=progress, log=log,
+                                      stage="graphdancer")
+  tools = GraphTools(ws.kg, max_neighbours=g.max_neighbours)
+  env, system = environment(config, tools, lm.tokenizer)
+  return workdir, env, system, conceptnet_rows(config, ws, env, system,
+                                               lm.tokenizer, log)
+
+
 def train(config, data_dir, workdir, *, progress: bool = True,
           log: Callable[[str], None] = print) -> dict:
   """Trains (or resumes) the explorer in ``workdir``; returns the last
   figures."""
-  if config.data.dataset not in ("csqa", "obqa", "demo"):
-    raise ConfigError(f"method=graphdancer trains on ConceptNet questions "
-                      f"(data.dataset csqa, obqa or demo), not "
-                      f"{config.data.dataset!r}: the passage graph is not "
-                      "wired to the explorer's training yet")
-  workdir, ws, _ = builders.start_run(config, data_dir, workdir,
-                                      progress=progress, log=log,
-                                      stage="graphdancer")
   g = config.graphdancer
   lm = causal_lm.load_causal_lm(g.model, dtype=g.dtype)
-  env, system = environment(config, ws.kg, lm.tokenizer)
-  rows, counts, questions, group_of = warm_start_rows(
-      config, ws, env, system, lm.tokenizer, log)
+  workdir, env, system, (rows, counts, questions, group_of) = _setting(
+      config, data_dir, workdir, lm, progress, log)
   if not rows:
-    raise ConfigError(f"no gold trajectory among the {config.train.split} "
-                      "questions: nothing to warm-start the explorer on")
+    raise ConfigError("no gold trajectory among the training questions: "
+                      "nothing to warm-start the explorer on")
   figures = {"warm_start": counts, "warm_start_trajectories": len(rows)}
   if g.sft_steps:
     lm, losses = sft.train(

@@ -12,7 +12,10 @@ Functions (GRBench / Graph-CoT names), called as ``Name[arg, arg]``:
 * ``NeighbourCheck[node, relation]`` -> its ``relation`` neighbours (the
   heaviest ``max_neighbours``).
 
-A wrong node or relation name, a wrong argument count or an unknown function
+A node name may hold commas (``NodeFeature[P:John Wallop, 2nd Earl of
+Portsmouth, text]``): the arguments beyond a function's count are joined
+back into its first. A wrong node or relation name, too few arguments or an
+unknown function
 raises :class:`ToolError` whose message says what was wrong and what is
 valid — the explorer returns it to the LLM as the observation.
 
@@ -191,6 +194,10 @@ class GraphTools:
     if function not in FUNCTIONS:
       raise ToolError(f"unknown function {function!r}; functions: "
                       f"{', '.join(FUNCTIONS)}")
+    if len(args) > ARITY[function]:   # a name with commas: rejoin it
+      keep = ARITY[function] - 1
+      args = (", ".join(args[:len(args) - keep]),) + tuple(
+          args[len(args) - keep:])
     if len(args) != ARITY[function]:
       raise ToolError(f"{function} takes {ARITY[function]} argument(s), "
                       f"got {len(args)}")

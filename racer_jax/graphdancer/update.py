@@ -109,48 +109,67 @@ class PPOUpdate:
   def __init__(self, actor: nnx.Module, critic: nnx.Module,
                reference: nnx.Module, *, actor_tx: optax.GradientTransformation,
                critic_tx: optax.GradientTransformation,
-               settings: PPOSettings, pad_id: int, eos_id: int):
+               settings: PPOSettings, pad_id: int, eos_id: int,
+               micro_batch_size: int = 0):
+    """``micro_batch_size``: episodes per forward and backward pass (their
+    gradients averaged before the one optimizer step; 0: the whole
+    batch), as veRL's ``ppo_micro_batch_size`` bounds memory."""
     from tunix.rl import algo_core
     from tunix.rl.ppo import ppo_learner
     self.actor, self.critic, self.reference = actor, critic, reference
     self.settings, self.pad_id, self.eos_id = settings, pad_id, eos_id
+    self.micro_batch_size = int(micro_batch_size)
     self.actor_opt = nnx.Optimizer(actor, actor_tx, wrt=nnx.Param)
     self.critic_opt = nnx.Optimizer(critic, critic_tx, wrt=nnx.Param)
     algo = ppo_learner.PPOConfig(epsilon=settings.clip_ratio,
                                  clip_range_value=settings.clip_value,
                                  beta=0.0)
 
-    def actor_step(actor, optimizer, batch):
+    def actor_grads(actor, batch):
       loss_fn = lambda m: algo_core.ppo_policy_loss_fn(
           m, batch, algo, pad_id, eos_id)
       (loss, aux), grads = nnx.value_and_grad(loss_fn, has_aux=True)(actor)
-      optimizer.update(actor, grads)
-      return loss, aux, optax.global_norm(grads)
+      return loss, aux["pg_clipfrac"], grads
 
-    def critic_step(critic, optimizer, batch):
+    def critic_grads(critic, batch):
       loss_fn = lambda m: algo_core.ppo_value_loss_fn(
           m, batch, settings.clip_value, pad_id, eos_id)
       (loss, aux), grads = nnx.value_and_grad(loss_fn, has_aux=True)(critic)
-      optimizer.update(critic, grads)
-      return loss, aux
+      return loss, aux["vpred_mean"], grads
 
-    self._actor_step = nnx.jit(actor_step)
-    self._critic_step = nnx.jit(critic_step)
+    def apply(model, optimizer, grads):
+      optimizer.update(model, grads)
+      return optax.global_norm(grads)
+
+    self._actor_grads = nnx.jit(actor_grads)
+    self._critic_grads = nnx.jit(critic_grads)
+    self._apply = nnx.jit(apply)
     self._logps = nnx.jit(_logps, static_argnums=(3, 4))
     self._values = nnx.jit(_values, static_argnums=(3, 4))
 
   def _rope(self):
     return causal_lm.rope_theta_of(self.actor)
 
+  def _chunks(self, size: int) -> list[slice]:
+    step = self.micro_batch_size or size
+    return [slice(i, min(i + step, size)) for i in range(0, size, step)]
+
   def batch(self, prompt_ids, completion_ids, mask,
             rewards: Sequence[float]) -> PPOBatch:
     """Scores the episodes with the current actor, the reference and the
-    critic; the :class:`PPOBatch` of one update."""
+    critic (a micro-batch at a time); the :class:`PPOBatch` of one
+    update."""
     p, c = jnp.asarray(prompt_ids), jnp.asarray(completion_ids)
+    old, ref, values = [], [], []
     with self._rope():
-      old = self._logps(self.actor, p, c, self.pad_id, self.eos_id)
-      ref = self._logps(self.reference, p, c, self.pad_id, self.eos_id)
-      values = self._values(self.critic, p, c, self.pad_id, self.eos_id)
+      for s in self._chunks(p.shape[0]):
+        old.append(self._logps(self.actor, p[s], c[s], self.pad_id,
+                               self.eos_id))
+        ref.append(self._logps(self.reference, p[s], c[s], self.pad_id,
+                               self.eos_id))
+        values.append(self._values(self.critic, p[s], c[s], self.pad_id,
+                                   self.eos_id))
+    old, ref, values = (jnp.concatenate(x) for x in (old, ref, values))
     adv, returns = advantages(jnp.asarray(rewards, jnp.float32), mask, values,
                               old, ref, self.settings)
     m = jnp.asarray(mask, jnp.int32)
@@ -159,14 +178,26 @@ class PPOUpdate:
                     old_per_token_logps=old, ref_per_token_logps=None)
 
   def update(self, batch: PPOBatch) -> dict:
-    """One gradient step of the actor and of the critic; their losses."""
+    """One optimizer step of the actor and of the critic on the gradients
+    averaged over the micro-batches; their mean losses."""
+    chunks = self._chunks(batch.prompt_ids.shape[0])
+    out = {"policy_loss": 0.0, "value_loss": 0.0, "clip_fraction": 0.0,
+           "value_mean": 0.0}
+    actor_sum = critic_sum = None
+    add = lambda total, g: g if total is None else jax.tree.map(
+        jnp.add, total, g)
     with self._rope():
-      policy_loss, aux, grad_norm = self._actor_step(
-          self.actor, self.actor_opt, batch)
-      value_loss, vaux = self._critic_step(self.critic, self.critic_opt,
-                                           batch)
-    return {"policy_loss": float(policy_loss), "value_loss": float(value_loss),
-            "policy_grad_norm": float(grad_norm),
-            "clip_fraction": float(aux["pg_clipfrac"]),
-            "value_mean": float(vaux["vpred_mean"]),
-            "return_mean": float(vaux["return_mean"])}
+      for s in chunks:
+        part = jax.tree.map(lambda x: x[s], batch)
+        loss, clip, grads = self._actor_grads(self.actor, part)
+        actor_sum = add(actor_sum, grads)
+        vloss, vmean, vgrads = self._critic_grads(self.critic, part)
+        critic_sum = add(critic_sum, vgrads)
+        for k, v in (("policy_loss", loss), ("clip_fraction", clip),
+                     ("value_loss", vloss), ("value_mean", vmean)):
+          out[k] += float(v) / len(chunks)
+      scale = lambda tree: jax.tree.map(lambda g: g / len(chunks), tree)
+      out["policy_grad_norm"] = float(self._apply(
+          self.actor, self.actor_opt, scale(actor_sum)))
+      self._apply(self.critic, self.critic_opt, scale(critic_sum))
+    return out

@@ -108,8 +108,9 @@ OPTIONS = (
            "without paths: the GraphAgent's refiner run.", ("agents",)),
     Option("eval_file", "string", None, "Evaluate on this file instead of "
            "a split: agents, a jsonl in CommonsenseQA/OpenBookQA format; "
-           "multi-hop HyGRL runs, questions of the run's corpus in its "
-           "question file's format.", ("agents", "multihop")),
+           "multi-hop HyGRL runs and passage-graph explorers, questions of "
+           "the run's corpus in its question file's format.",
+           ("agents", "multihop", "explorer")),
     Option("seeds", "integer", None, "Evaluation seeds (default "
            "eval.seeds); headline numbers are mean ± std over them.",
            ("agents",)),
@@ -235,6 +236,7 @@ def evaluate_run(config, data_dir, workdir, options: dict, *,
   if kind == "explorer":
     return explorer_training_eval.evaluate(config, data_dir, workdir,
                                            split=o["split"],
+                                           eval_file=o["eval_file"],
                                            progress=progress)
   if kind == "answer_only":
     return answer_eval.evaluate(config, data_dir, workdir,

@@ -14,6 +14,7 @@ pytest.importorskip("gguf", reason="the LM extra: pip install -e '.[lm]'")
 from racer_jax.graphdancer import inputs, sft, trajectories  # noqa: E402
 from racer_jax.graphdancer.rollout import Rollout, cut_step  # noqa: E402
 from racer_jax.graphdancer.rollout import environment  # noqa: E402
+from racer_jax.graphdancer.tools import GraphTools  # noqa: E402
 from racer_jax.lm import causal_lm  # noqa: E402
 from racer_jax.runs.workspace import load_workspace  # noqa: E402
 from tests.lm import tiny_gguf  # noqa: E402
@@ -32,7 +33,7 @@ def setting(tmp_path_factory):
   lm = causal_lm.load_causal_lm(str(path))
   ws = load_workspace(config, None, tmp_path_factory.mktemp("prep"),
                       ["train"], **QUIET)
-  env, system = environment(config, ws.kg, lm.tokenizer)
+  env, system = environment(config, GraphTools(ws.kg), lm.tokenizer)
   rows, episodes = [], []
   split = ws.splits["train"]
   for example, subgraph in list(zip(split.examples, split.subgraphs))[:8]:

@@ -45,13 +45,14 @@ def _episodes(lm, rng):
   return prompt, completion, mask
 
 
-def _make(lm, seed=0, lr=3e-3):
+def _make(lm, seed=0, lr=3e-3, micro=0):
   actor, reference = _copy(lm), _copy(lm)
   critic = model_lib.critic_of(lm, seed)
   return update_lib.PPOUpdate(
       actor, critic, reference, actor_tx=optax.adam(lr),
       critic_tx=optax.adam(lr), settings=update_lib.PPOSettings(),
-      pad_id=lm.tokenizer.pad_id, eos_id=lm.tokenizer.eos_id)
+      pad_id=lm.tokenizer.pad_id, eos_id=lm.tokenizer.eos_id,
+      micro_batch_size=micro)
 
 
 def test_observations_get_no_reward_advantage_or_gradient(tiny):
@@ -80,10 +81,11 @@ def test_observations_get_no_reward_advantage_or_gradient(tiny):
     assert loss(noisy) == pytest.approx(loss(batch), rel=1e-6)
 
 
-def test_updates_favour_the_rewarded_episode(tiny):
+@pytest.mark.parametrize("micro", [0, 1])
+def test_updates_favour_the_rewarded_episode(tiny, micro):
   rng = np.random.default_rng(1)
   prompt, completion, mask = _episodes(tiny, rng)
-  ppo = _make(tiny)
+  ppo = _make(tiny, micro=micro)
 
   def gap():
     with causal_lm.rope_theta_of(ppo.actor):

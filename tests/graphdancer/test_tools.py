@@ -85,6 +85,7 @@ def test_functions_against_the_kg(graph_tools, demo_workspace):
     ("Teleport", ["bird"], "unknown function"),
     ("NeighbourCheck", ["bird"], "takes 2 argument"),
     ("RetrieveNode", [""], "needs a keyword"),
+    ("NodeFeature", ["no", "such node", "name"], "node 'no, such node'"),
 ])
 def test_function_errors(graph_tools, function, args, message):
   with pytest.raises(ToolError, match=message):

@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from racer_jax.data import qa
-from racer_jax.graphdancer import passages, sft
+from racer_jax.graphdancer import passage_task, sft
 from racer_jax.graphdancer.episode import (answer_matches, reward,
                                            valid_sequence)
 from racer_jax.graphdancer.rollout import Rollout, environment
@@ -85,7 +85,7 @@ def _questions(config, data_dir, workdir, split, eval_file, progress, log):
   ``(question, choices, golds)`` each, and ``hit(episode)``."""
   g = config.graphdancer
   if g.graph == "passages":
-    task = passages.load(config, data_dir,
+    task = passage_task.load(config, data_dir,
                          builders.prep_dir_of(config, workdir),
                          eval_file=eval_file, log=log)
     chosen = (list(task.data.questions) if eval_file else task.split(split))

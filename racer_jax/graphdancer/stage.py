@@ -3,7 +3,7 @@ learns to explore the graph.
 
 1. The graph and its functions (:mod:`racer_jax.graphdancer.tools`): the
    run's prepared ConceptNet store, or a passage graph
-   (``graphdancer.graph=passages``, :mod:`racer_jax.graphdancer.passages`).
+   (``graphdancer.graph=passages``, :mod:`racer_jax.graphdancer.passage_task`).
 2. Gold trajectories of the training questions (on ConceptNet, the
    validation slice held out), played through the environment
    (:mod:`racer_jax.graphdancer.trajectories`); their counts per curriculum
@@ -26,7 +26,7 @@ import numpy as np
 
 from racer_jax.data.prepare import write_json
 from racer_jax.errors import ConfigError
-from racer_jax.graphdancer import inputs, passages, sft, trajectories
+from racer_jax.graphdancer import inputs, passage_task, sft, trajectories
 from racer_jax.graphdancer import run as run_lib
 from racer_jax.graphdancer.rollout import environment
 from racer_jax.graphdancer.tools import GraphTools
@@ -106,7 +106,7 @@ def _setting(config, data_dir, workdir, lm, progress, log):
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     run_config.save(config, workdir, "graphdancer")
-    task = passages.load(config, data_dir,
+    task = passage_task.load(config, data_dir,
                          builders.prep_dir_of(config, workdir), log=log)
     env, system = environment(config, task.tools, lm.tokenizer)
     return workdir, env, system, passage_rows(config, task, env, system,

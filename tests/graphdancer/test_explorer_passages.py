@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("tunix", reason="the LM extra: pip install -e '.[lm]'")
 pytest.importorskip("gguf", reason="the LM extra: pip install -e '.[lm]'")
 
-from racer_jax.graphdancer import passages, trajectories  # noqa: E402
+from racer_jax.graphdancer import passage_task as passages  # noqa: E402
+from racer_jax.graphdancer import trajectories  # noqa: E402
 from racer_jax.graphdancer.episode import (Environment, reward,  # noqa: E402
                                            valid_sequence)
 from racer_jax.train import evaluate_run, run_stage  # noqa: E402

@@ -86,8 +86,8 @@ def _questions(config, data_dir, workdir, split, eval_file, progress, log):
   g = config.graphdancer
   if g.graph == "passages":
     task = passage_task.load(config, data_dir,
-                         builders.prep_dir_of(config, workdir),
-                         eval_file=eval_file, log=log)
+                             builders.prep_dir_of(config, workdir),
+                             eval_file=eval_file, log=log)
     chosen = (list(task.data.questions) if eval_file else task.split(split))
     chosen = chosen[:g.eval_questions or None]
     hits = [lambda ep, titles=set(task.gold_titles(q)): any(

@@ -107,7 +107,8 @@ def _setting(config, data_dir, workdir, lm, progress, log):
     workdir.mkdir(parents=True, exist_ok=True)
     run_config.save(config, workdir, "graphdancer")
     task = passage_task.load(config, data_dir,
-                         builders.prep_dir_of(config, workdir), log=log)
+                             builders.prep_dir_of(config, workdir),
+                             log=log)
     env, system = environment(config, task.tools, lm.tokenizer)
     return workdir, env, system, passage_rows(config, task, env, system,
                                               lm.tokenizer, log)

@@ -44,7 +44,7 @@ def get_config(setting: str = "cpu"):
   g.max_observation_tokens = 256
   g.max_context_tokens = 2048
   g.sft_steps, g.sft_batch_size = 300, 2
-  g.ppo_steps, g.ppo_batch_size = 30, 8
+  g.ppo_steps, g.ppo_batch_size, g.ppo_micro_batch_size = 30, 8, 1
   g.actor_learning_rate, g.critic_learning_rate = 5e-6, 2e-5
   g.eval_questions = 100
   return config

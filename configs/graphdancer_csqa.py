@@ -22,6 +22,7 @@ def get_config():
   g.sft_learning_rate = 5e-5
   g.ppo_steps = 30
   g.ppo_batch_size = 8
+  g.ppo_micro_batch_size = 1
   g.actor_learning_rate = 5e-6
   g.critic_learning_rate = 2e-5
   g.eval_questions = 200

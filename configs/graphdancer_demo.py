@@ -24,6 +24,9 @@ def get_config():
   # (1e-6 / 1e-5 over 150 updates of 128) so that they move the model
   g.ppo_steps = 8
   g.ppo_batch_size = 8
+  # one episode per backward pass: with two, a 5th update of SmolLM2 went
+  # past 24 GB (longer episodes, longer sequences)
+  g.ppo_micro_batch_size = 1
   g.actor_learning_rate = 5e-6
   g.critic_learning_rate = 2e-5
   g.max_turns = 6

@@ -22,8 +22,8 @@ def test_every_stage_and_method_the_check_accepts_has_a_driver():
     config = test_config.get_config()
     config.train.stage = stage
     config.refiner.walker_workdir = "walker_run"
-    if stage == "hygrl_multihop":
-      config.method = "hygrl_multihop"
+    if stage in ("hygrl_multihop", "graphdancer"):
+      config.method = stage   # the stage of its own method
     assert callable(run_stage.stage_trainer(config))
 
 
@@ -36,7 +36,8 @@ def test_multihop_trains_under_either_name(stage):
 
 @pytest.mark.parametrize("method,stage", [
     ("racer", "hygrl_multihop"), ("hygrl", "hygrl_multihop"),
-    ("hygrl_multihop", "refiner"), ("hygrl_multihop", "answer")])
+    ("hygrl_multihop", "refiner"), ("hygrl_multihop", "answer"),
+    ("racer", "graphdancer"), ("graphdancer", "answer")])
 def test_other_combinations_are_refused_in_one_line(method, stage):
   config = (hygrl_2wiki.get_config() if method == "hygrl_multihop"
             else test_config.get_config())

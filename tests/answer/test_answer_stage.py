@@ -219,7 +219,7 @@ def test_frozen_head_reads_the_paths_graph(retrieval_runs, tmp_path):
   with pytest.raises(ValueError, match="reads the paths' graph"):
     answerer.answer_many([AnswerRequest("q", ["a", "b"], ["", ""])])
   # shown no knowledge (the loop's head-only figure): a graph without paths
-    from racer_jax.eval.head_only import head_only_correct
+  from racer_jax.eval.head_only import head_only_correct
   examples = answer_inputs.load_examples(config, None, "dev")
   alone = head_only_correct(answerer, examples)
   assert len(alone) == sum(e.answer_index is not None for e in examples)

@@ -1,5 +1,5 @@
-"""racer_jax.xla_cpu: when an entry point asks XLA for 512-bit vectors (and
-that importing racer_jax never does)."""
+"""racer_jax.xla_cpu: when an entry point asks XLA for the memory-minimizing
+schedule and 512-bit vectors (and that importing racer_jax never does)."""
 
 import os
 import subprocess
@@ -11,20 +11,24 @@ from tests.conftest import REPO
 AVX512 = {"sse2", "avx2", "avx512f"}
 
 
+SCHEDULE = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
 def test_adds_the_vector_width_only_on_avx512():
   assert xla_cpu.default_flags({}, AVX512) == (
-      "--xla_cpu_prefer_vector_width=512")
-  assert xla_cpu.default_flags({}, {"sse2", "avx2"}) is None
-  assert xla_cpu.default_flags({}, set()) is None
+      f"{SCHEDULE} --xla_cpu_prefer_vector_width=512")
+  assert xla_cpu.default_flags({}, {"sse2", "avx2"}) == SCHEDULE
+  assert xla_cpu.default_flags({}, set()) == SCHEDULE
 
 
 def test_keeps_the_users_flags():
   env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
   assert xla_cpu.default_flags(env, AVX512) == (
-      "--xla_force_host_platform_device_count=8 "
+      f"--xla_force_host_platform_device_count=8 {SCHEDULE} "
       "--xla_cpu_prefer_vector_width=512")
-  # A width the user chose wins, and the switch turns the default off.
-  chosen = {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=256"}
+  # What the user chose wins, and the switch turns the defaults off.
+  chosen = {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=256 "
+            "--xla_cpu_enable_concurrency_optimized_scheduler=true"}
   assert xla_cpu.default_flags(chosen, AVX512) is None
   assert xla_cpu.default_flags({"RACER_XLA_CPU_DEFAULTS": "0"},
                                AVX512) is None
@@ -74,7 +78,7 @@ def test_entry_points_apply_the_defaults_before_jax_starts():
   env = _clean_env(XLA_FLAGS="--xla_force_host_platform_device_count=3")
   flags, devices = _run(code, env)[:2]
   assert devices == "3"
-  expect = "--xla_force_host_platform_device_count=3"
+  expect = f"--xla_force_host_platform_device_count=3 {SCHEDULE}"
   if "avx512f" in xla_cpu.cpu_flags():
     expect += " --xla_cpu_prefer_vector_width=512"
   assert flags == expect

@@ -59,8 +59,17 @@ def resolve_model_path(model: str | None) -> Path:
   return path
 
 
-def _tunix_model(meta: dict):
-  """The tunix model class and its ModelConfig for ``meta``."""
+def _tunix_model(meta: dict, remat: bool = False):
+  """The tunix model class and its ModelConfig for ``meta`` (``remat``:
+  each decoder layer recomputed in the backward pass)."""
+  cls, config, lib = _tunix_family(meta)
+  if remat:
+    config = dataclasses.replace(config,
+                                 remat_config=lib.RematConfig.DECODER)
+  return cls, config, lib
+
+
+def _tunix_family(meta: dict):
   family = meta.get("family", "llama3")
   common = dict(num_layers=meta["num_layers"], vocab_size=meta["vocab_size"],
                 embed_dim=meta["embed_dim"], hidden_dim=meta["hidden_dim"],
@@ -80,16 +89,18 @@ def _tunix_model(meta: dict):
                                     **common), lib
 
 
-def load_causal_lm(model: str | None = None, dtype: str = "float32"
-                   ) -> CausalLM:
+def load_causal_lm(model: str | None = None, dtype: str = "float32", *,
+                   remat: bool = False) -> CausalLM:
   """Loads ``model`` (see :func:`resolve_model_path`) with parameters in
-  ``dtype`` (``float32``; ``bfloat16`` on an accelerator)."""
+  ``dtype`` (``float32``; ``bfloat16`` on an accelerator); ``remat``:
+  every decoder layer is recomputed in backward passes instead of keeping
+  its activations (training memory: one layer's, not all of them)."""
   path = resolve_model_path(model)
   np_dtype = jnp.dtype(dtype)
   if path.is_dir():
     meta = hf_folder.read_metadata(path)
     tokenizer = hf_folder.read_tokenizer(path)
-    _, config, _ = _tunix_model(meta)
+    _, config, _ = _tunix_model(meta, remat)
     params = importlib.import_module(f"tunix.models.{meta['family']}.params")
     module = params.create_model_from_safe_tensors(str(path), config,
                                                    dtype=np_dtype)
@@ -97,7 +108,7 @@ def load_causal_lm(model: str | None = None, dtype: str = "float32"
   elif gguf_file.is_gguf(path):
     meta = gguf_file.read_metadata(path)
     tokenizer = gguf_file.read_tokenizer(path)
-    cls, config, _ = _tunix_model(meta)
+    cls, config, _ = _tunix_model(meta, remat)
     abstract = nnx.eval_shape(lambda: cls(config, rngs=nnx.Rngs(params=0)))
     graphdef, state = nnx.split(abstract)
     weights = gguf_file.read_weights(path, meta)
@@ -117,6 +128,15 @@ def load_causal_lm(model: str | None = None, dtype: str = "float32"
                       f"model's vocabulary ({meta['vocab_size']})")
   return CausalLM(graphdef=graphdef, state=state, meta=meta,
                   tokenizer=tokenizer, source=str(path))
+
+
+def sampling_graphdef(lm: CausalLM):
+  """The graph definition of ``lm``'s model without rematerialization:
+  what tunix's sampler runs (its cache updates cannot pass through
+  ``nnx.remat``); the same parameters fit it."""
+  cls, config, _ = _tunix_model(lm.meta, remat=False)
+  return nnx.graphdef(nnx.eval_shape(
+      lambda: cls(config, rngs=nnx.Rngs(params=0))))
 
 
 @contextlib.contextmanager

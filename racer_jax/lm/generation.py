@@ -67,6 +67,13 @@ class Generator:
     self._sampler_lib = sampler_lib
     self._samplers = {}
 
+  def load(self, model) -> None:
+    """Samples from ``model`` from now on (same structure and shapes; e.g.
+    a fresh single-device view of a policy replicated over a mesh)."""
+    self._model = model
+    for sampler in self._samplers.values():
+      sampler.transformer_state = nnx.variables(model)
+
   def _sampler(self, prompt_length: int):
     if prompt_length not in self._samplers:
       lib = self._sampler_lib

@@ -840,6 +840,10 @@ class GraphDancer:
       "Qwen2.5-3B-Instruct, the paper's).")
   dtype: str = setting("float32", "Parameter dtype (bfloat16 on an "
                        "accelerator).", choices=("float32", "bfloat16"))
+  remat: bool = setting(
+      True, "Recompute each decoder layer in the backward passes (SFT, "
+      "PPO) instead of keeping its activations: training memory of one "
+      "layer, ~1.3x the compute.")
   max_turns: int = setting(10, "Steps per episode (the paper's 10).",
                            at_least=1)
   max_step_tokens: int = setting(
@@ -865,14 +869,21 @@ class GraphDancer:
                                   at_least=0)
   weight_decay: float = setting(0.0, "AdamW's weight decay.", at_least=0.0)
   ppo_steps: int = setting(
-      0, "PPO updates after the warm start (the paper: 150; 0: none).",
+      0, "RL updates after the warm start (the paper: 150; 0: none).",
       at_least=0)
+  algorithm: str = setting(
+      "ppo", "The RL algorithm: ppo (the paper's: GAE with a critic) or "
+      "grpo (group-relative advantages of grpo_group_size episodes per "
+      "question, no critic).", choices=("ppo", "grpo"))
+  grpo_group_size: int = setting(
+      5, "GRPO: episodes sampled per question (Search-R1: 5).", at_least=2)
   ppo_batch_size: int = setting(
       8, "Questions per PPO update, one episode each (the paper: 128).",
       at_least=1)
   ppo_micro_batch_size: int = setting(
-      2, "Episodes per forward and backward pass in a PPO update (their "
-      "gradients averaged; 0: the whole batch): bounds memory.", at_least=0)
+      2, "Episodes per forward and backward pass in an RL update (their "
+      "gradients averaged; 0: the whole batch): bounds memory; a multiple "
+      "of the devices (train.num_devices) and processes.", at_least=0)
   actor_learning_rate: float = setting(
       1e-06, "The policy's AdamW rate (the paper: 1e-6).", above=0.0)
   critic_learning_rate: float = setting(

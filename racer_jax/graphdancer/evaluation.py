@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import tqdm
 from flax import nnx
 
 from racer_jax.data import qa
+from racer_jax.errors import bars_off
 from racer_jax.graphdancer import passage_task, sft
 from racer_jax.graphdancer.episode import (answer_matches, reward,
                                            valid_sequence)
@@ -151,10 +153,15 @@ def evaluate(config, data_dir, workdir, *, split: str | None = None,
   with out.questions() as f:
     for prefix, lm in (("", trained), ("zero_shot_", base)):
       env, system = environment(config, tools, lm.tokenizer)
-      runs = Rollout(lm, env, system, max_step_tokens=g.max_step_tokens,
-                     max_context_tokens=g.max_context_tokens).run(
-          questions, temperature=g.eval_temperature, seed=config.seed,
-          progress=progress)
+      rollout = Rollout(lm, env, system, max_step_tokens=g.max_step_tokens,
+                        max_context_tokens=g.max_context_tokens)
+      size = config.eval.batch_size   # episodes sampled together
+      runs = [r for i in tqdm.trange(
+          0, len(questions), size, desc=f"explorer {prefix or 'trained_'}"
+          "eval", disable=not progress or bars_off())
+          for r in rollout.run(questions[i:i + size],
+                               temperature=g.eval_temperature,
+                               seed=config.seed * 1009 + i)]
       records = [record(t, hit, weights) for t, hit in zip(runs, hits)]
       for qid, r in zip(ids, records):
         f.write(json.dumps({"id": qid, "model": prefix.rstrip("_") or

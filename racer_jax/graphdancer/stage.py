@@ -22,7 +22,9 @@ import collections
 from pathlib import Path
 from typing import Callable
 
+import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from racer_jax.data.prepare import write_json
 from racer_jax.errors import ConfigError
@@ -31,7 +33,7 @@ from racer_jax.graphdancer import run as run_lib
 from racer_jax.graphdancer.rollout import environment
 from racer_jax.graphdancer.tools import GraphTools
 from racer_jax.lm import causal_lm
-from racer_jax.runs import builders, run_config
+from racer_jax.runs import builders, distributed, parallel, run_config
 
 
 def conceptnet_rows(config, ws, env, system, tokenizer, log):
@@ -104,11 +106,20 @@ def _setting(config, data_dir, workdir, lm, progress, log):
   g = config.graphdancer
   if g.graph == "passages":
     workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    run_config.save(config, workdir, "graphdancer")
-    task = passage_task.load(config, data_dir,
-                             builders.prep_dir_of(config, workdir),
-                             log=log)
+    primary = distributed.is_primary()
+
+    def load():
+      return passage_task.load(config, data_dir,
+                               builders.prep_dir_of(config, workdir),
+                               log=log if primary else (lambda _: None))
+    if primary:   # prepares and caches; the other processes then read
+      workdir.mkdir(parents=True, exist_ok=True)
+      run_config.save(config, workdir, "graphdancer")
+      task = load()
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices("racer_jax: passages prepared")
+    if not primary:
+      task = load()
     env, system = environment(config, task.tools, lm.tokenizer)
     return workdir, env, system, passage_rows(config, task, env, system,
                                               lm.tokenizer, log)
@@ -131,7 +142,7 @@ def train(config, data_dir, workdir, *, progress: bool = True,
   """Trains (or resumes) the explorer in ``workdir``; returns the last
   figures."""
   g = config.graphdancer
-  lm = causal_lm.load_causal_lm(g.model, dtype=g.dtype)
+  lm = causal_lm.load_causal_lm(g.model, dtype=g.dtype, remat=g.remat)
   workdir, env, system, (rows, counts, questions, group_of) = _setting(
       config, data_dir, workdir, lm, progress, log)
   if not rows:
@@ -144,11 +155,13 @@ def train(config, data_dir, workdir, *, progress: bool = True,
         learning_rate=g.sft_learning_rate, weight_decay=g.weight_decay,
         warmup_steps=g.sft_warmup_steps, seed=config.seed,
         checkpoint_dir=(Path(workdir) / "sft").resolve(),
-        checkpoint_every=g.checkpoint_every, log=log)
+        checkpoint_every=g.checkpoint_every,
+        mesh=parallel.make_mesh(config.train.num_devices), log=log)
     if losses:
       figures.update(sft_loss_first=losses[0], sft_loss_last=losses[-1],
                      sft_steps_run=len(losses))
-  write_json(Path(workdir) / "warm_start.json", figures)
+  if distributed.is_primary():
+    write_json(Path(workdir) / "warm_start.json", figures)
   log(f"explorer: {figures}")
   if g.ppo_steps:
     ppo = run_lib.PPORun(config, lm, Path(workdir) / "ppo")

@@ -1,7 +1,10 @@
-"""The explorer's PPO update, GraphDancer's algorithm: the clipped policy
-loss and the clipped value loss of tunix (``tunix.rl.algo_core``), GAE
-(``compute_gae_advantages``), the KL to the reference policy in the reward
-as veRL's ``kl_ctrl`` puts it, each model update one jitted program.
+"""The explorer's policy updates. PPO, GraphDancer's algorithm: the clipped
+policy loss and the clipped value loss of tunix (``tunix.rl.algo_core``),
+GAE (``compute_gae_advantages``), the KL to the reference policy in the
+reward as veRL's ``kl_ctrl`` puts it. GRPO, the option: no critic, each
+episode's advantage its reward against the other episodes of its question
+(``compute_advantages``), tunix's ``grpo_loss_fn`` with the KL in the loss.
+Each forward and backward pass is one jitted program.
 
 An episode's sequence is its prompt (left-padded to ``P``) and its response
 (right-padded to ``L``): the model's tokens and the observations, the mask
@@ -9,6 +12,13 @@ An episode's sequence is its prompt (left-padded to ``P``) and its response
 token; the observations carry no reward, and GAE runs over the model's
 tokens alone (tunix carries the values across mask-0 tokens), so neither
 loss sees an observation token.
+
+A batch is split into micro-batches (``micro_batch_size`` episodes per
+forward and backward pass; the gradients of one update are averaged before
+its one optimizer step). With a ``mesh`` (:mod:`racer_jax.runs.parallel`)
+the parameters are replicated and every micro-batch is split over the
+devices along its episode axis; in a multi-process run each process holds
+its own episodes of every micro-batch (``micro_batch_size`` is global).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from flax import nnx
 
 from racer_jax.graphdancer.inputs import pad
 from racer_jax.lm import causal_lm
+from racer_jax.runs import parallel
 
 
 @flax.struct.dataclass
@@ -96,13 +107,98 @@ def advantages(rewards, mask, values, old_logps, ref_logps,
   token_rewards = -settings.kl_coef * (old_logps - ref_logps) * mask
   token_rewards = token_rewards.at[jnp.arange(mask.shape[0]), last].add(
       jnp.asarray(rewards, jnp.float32) * mask.any(axis=1))
-  adv, returns = algo_core.compute_gae_advantages(
+  # tunix whitens the advantages it returns over the whole batch
+  return algo_core.compute_gae_advantages(
       token_rewards, values * mask, mask, settings.gamma,
       settings.gae_lambda)
-  return algo_core.masked_whiten(adv, mask), returns
 
 
-class PPOUpdate:
+def group_advantages(rewards, group_size: int) -> np.ndarray:
+  """GRPO's advantages float32 [B]: ``rewards`` [B] in consecutive groups
+  of ``group_size`` episodes of one question, each reward against its
+  group's mean and standard deviation (tunix's ``compute_advantages``)."""
+  from tunix.rl import algo_core
+  rewards = np.asarray(rewards, np.float32)
+  if group_size < 2 or rewards.size % group_size:
+    raise ValueError(f"{rewards.size} rewards do not split into groups of "
+                     f"{group_size} (at least 2)")
+  return np.asarray(algo_core.compute_advantages(rewards, group_size),
+                    np.float32)
+
+
+def local_view(module: nnx.Module, graphdef=None) -> nnx.Module:
+  """``module`` with every parameter as this process's first local copy
+  (a single-device array; the same buffers): what a sampler, which runs
+  on one device, can read of a model replicated over a mesh; built on
+  ``graphdef`` when given (e.g. the model without rematerialization)."""
+  own, state = nnx.split(module)
+  graphdef = graphdef if graphdef is not None else own
+
+  def one(x):
+    if isinstance(x, jax.Array) and len(x.sharding.device_set) > 1:
+      return x.addressable_data(0)
+    return x
+  return nnx.merge(graphdef, jax.tree.map(one, state))
+
+
+class _PolicyUpdate:
+  """The policy (``actor``), its frozen ``reference`` and the policy's
+  optimizer; the micro-batches and, with a mesh, their sharding."""
+
+  def __init__(self, actor: nnx.Module, reference: nnx.Module, *,
+               actor_tx: optax.GradientTransformation, pad_id: int,
+               eos_id: int, micro_batch_size: int = 0, mesh=None):
+    self.actor, self.reference = actor, reference
+    self.pad_id, self.eos_id = pad_id, eos_id
+    self.micro_batch_size = int(micro_batch_size)
+    self.mesh = mesh
+    if mesh is not None:
+      for module in self._replicated():
+        nnx.update(module, parallel.replicate(mesh, nnx.state(module)))
+    self.actor_opt = nnx.Optimizer(actor, actor_tx, wrt=nnx.Param)
+    self._logps = nnx.jit(_logps, static_argnums=(3, 4))
+
+    def apply(model, optimizer, grads):
+      optimizer.update(model, grads)
+      return optax.global_norm(grads)
+    self._apply = nnx.jit(apply)
+
+  def _replicated(self) -> list:
+    return [self.actor, self.reference]
+
+  def _rope(self):
+    return causal_lm.rope_theta_of(self.actor)
+
+  def micro_batches(self, size: int) -> list[slice]:
+    """Slices of this process's ``size`` rows, one per micro-batch."""
+    procs = jax.process_count()
+    step = (self.micro_batch_size or size * procs) // procs
+    if step < 1 or size % step:
+      raise ValueError(f"{size} episodes per process do not split into "
+                       f"micro-batches of {step}")
+    return [slice(i, i + step) for i in range(0, size, step)]
+
+  def _place(self, tree):
+    """A micro-batch (host arrays of this process's rows) on the mesh."""
+    if self.mesh is None:
+      return jax.tree.map(jnp.asarray, tree)
+    rows = jax.tree.leaves(tree)[0].shape[0]
+    return parallel.shard_batch(self.mesh, tree,
+                                rows * jax.process_count())
+
+  def _accumulate(self, chunks, grads_fn, module):
+    """Sums the gradients of ``module`` over ``chunks``; their mean
+    figures."""
+    total, figures = None, {}
+    for part in chunks:
+      figs, grads = grads_fn(module, part)
+      total = grads if total is None else jax.tree.map(jnp.add, total, grads)
+      for k, v in figs.items():
+        figures[k] = figures.get(k, 0.0) + float(v) / len(chunks)
+    return jax.tree.map(lambda g: g / len(chunks), total), figures
+
+
+class PPOUpdate(_PolicyUpdate):
   """The actor and critic with their optimizers; :meth:`update` runs one
   PPO update of both on a batch of episodes; ``reference`` is frozen."""
 
@@ -110,16 +206,16 @@ class PPOUpdate:
                reference: nnx.Module, *, actor_tx: optax.GradientTransformation,
                critic_tx: optax.GradientTransformation,
                settings: PPOSettings, pad_id: int, eos_id: int,
-               micro_batch_size: int = 0):
+               micro_batch_size: int = 0, mesh=None):
     """``micro_batch_size``: episodes per forward and backward pass (their
     gradients averaged before the one optimizer step; 0: the whole
     batch), as veRL's ``ppo_micro_batch_size`` bounds memory."""
     from tunix.rl import algo_core
     from tunix.rl.ppo import ppo_learner
-    self.actor, self.critic, self.reference = actor, critic, reference
-    self.settings, self.pad_id, self.eos_id = settings, pad_id, eos_id
-    self.micro_batch_size = int(micro_batch_size)
-    self.actor_opt = nnx.Optimizer(actor, actor_tx, wrt=nnx.Param)
+    self.critic, self.settings = critic, settings
+    super().__init__(actor, reference, actor_tx=actor_tx, pad_id=pad_id,
+                     eos_id=eos_id, micro_batch_size=micro_batch_size,
+                     mesh=mesh)
     self.critic_opt = nnx.Optimizer(critic, critic_tx, wrt=nnx.Param)
     algo = ppo_learner.PPOConfig(epsilon=settings.clip_ratio,
                                  clip_range_value=settings.clip_value,
@@ -129,75 +225,136 @@ class PPOUpdate:
       loss_fn = lambda m: algo_core.ppo_policy_loss_fn(
           m, batch, algo, pad_id, eos_id)
       (loss, aux), grads = nnx.value_and_grad(loss_fn, has_aux=True)(actor)
-      return loss, aux["pg_clipfrac"], grads
+      return {"policy_loss": loss, "clip_fraction": aux["pg_clipfrac"]}, grads
 
     def critic_grads(critic, batch):
       loss_fn = lambda m: algo_core.ppo_value_loss_fn(
           m, batch, settings.clip_value, pad_id, eos_id)
       (loss, aux), grads = nnx.value_and_grad(loss_fn, has_aux=True)(critic)
-      return loss, aux["vpred_mean"], grads
-
-    def apply(model, optimizer, grads):
-      optimizer.update(model, grads)
-      return optax.global_norm(grads)
+      return {"value_loss": loss, "value_mean": aux["vpred_mean"]}, grads
 
     self._actor_grads = nnx.jit(actor_grads)
     self._critic_grads = nnx.jit(critic_grads)
-    self._apply = nnx.jit(apply)
-    self._logps = nnx.jit(_logps, static_argnums=(3, 4))
     self._values = nnx.jit(_values, static_argnums=(3, 4))
 
-  def _rope(self):
-    return causal_lm.rope_theta_of(self.actor)
-
-  def _chunks(self, size: int) -> list[slice]:
-    step = self.micro_batch_size or size
-    return [slice(i, min(i + step, size)) for i in range(0, size, step)]
+  def _replicated(self) -> list:
+    return [self.actor, self.reference, self.critic]
 
   def batch(self, prompt_ids, completion_ids, mask,
-            rewards: Sequence[float]) -> PPOBatch:
-    """Scores the episodes with the current actor, the reference and the
-    critic (a micro-batch at a time); the :class:`PPOBatch` of one
-    update."""
-    p, c = jnp.asarray(prompt_ids), jnp.asarray(completion_ids)
-    old, ref, values = [], [], []
+            rewards: Sequence[float]) -> list[PPOBatch]:
+    """Scores this process's episodes (host arrays [B, P], [B, L], [B, L],
+    rewards [B]) with the current actor, the reference and the critic;
+    the :class:`PPOBatch` of each micro-batch of one update, the
+    advantages whitened over the whole (global) batch."""
+    rows = {"p": np.asarray(prompt_ids, np.int32),
+            "c": np.asarray(completion_ids, np.int32),
+            "m": np.asarray(mask, np.int32),
+            "r": np.asarray(rewards, np.float32)}
+    parts = []
     with self._rope():
-      for s in self._chunks(p.shape[0]):
-        old.append(self._logps(self.actor, p[s], c[s], self.pad_id,
-                               self.eos_id))
-        ref.append(self._logps(self.reference, p[s], c[s], self.pad_id,
-                               self.eos_id))
-        values.append(self._values(self.critic, p[s], c[s], self.pad_id,
-                                   self.eos_id))
-    old, ref, values = (jnp.concatenate(x) for x in (old, ref, values))
-    adv, returns = advantages(jnp.asarray(rewards, jnp.float32), mask, values,
-                              old, ref, self.settings)
-    m = jnp.asarray(mask, jnp.int32)
-    return PPOBatch(prompt_ids=p, completion_ids=c, completion_mask=m,
-                    advantages=adv, returns=returns, old_values=values * m,
-                    old_per_token_logps=old, ref_per_token_logps=None)
+      for s in self.micro_batches(rows["p"].shape[0]):
+        x = self._place({k: v[s] for k, v in rows.items()})
+        old = self._logps(self.actor, x["p"], x["c"], self.pad_id,
+                          self.eos_id)
+        ref = self._logps(self.reference, x["p"], x["c"], self.pad_id,
+                          self.eos_id)
+        values = self._values(self.critic, x["p"], x["c"], self.pad_id,
+                              self.eos_id)
+        parts.append((x, old, ref, values))
+    # GAE and its whitening over the whole batch, then back to the parts
+    whole = lambda i: jnp.concatenate([part[i] for part in parts])
+    whole_x = {k: jnp.concatenate([part[0][k] for part in parts])
+               for k in rows}
+    adv, returns = advantages(whole_x["r"], whole_x["m"], whole(3),
+                              whole(1), whole(2), self.settings)
+    out, start = [], 0
+    for x, old, ref, values in parts:
+      rows_of = slice(start, start + x["p"].shape[0])
+      start = rows_of.stop
+      like = lambda a: jax.device_put(a[rows_of], x["m"].sharding)
+      out.append(PPOBatch(
+          prompt_ids=x["p"], completion_ids=x["c"], completion_mask=x["m"],
+          advantages=like(adv), returns=like(returns),
+          old_values=values * x["m"], old_per_token_logps=old,
+          ref_per_token_logps=None))
+    return out
 
-  def update(self, batch: PPOBatch) -> dict:
+  def update(self, chunks: Sequence[PPOBatch]) -> dict:
     """One optimizer step of the actor and of the critic on the gradients
     averaged over the micro-batches; their mean losses."""
-    chunks = self._chunks(batch.prompt_ids.shape[0])
-    out = {"policy_loss": 0.0, "value_loss": 0.0, "clip_fraction": 0.0,
-           "value_mean": 0.0}
-    actor_sum = critic_sum = None
-    add = lambda total, g: g if total is None else jax.tree.map(
-        jnp.add, total, g)
     with self._rope():
-      for s in chunks:
-        part = jax.tree.map(lambda x: x[s], batch)
-        loss, clip, grads = self._actor_grads(self.actor, part)
-        actor_sum = add(actor_sum, grads)
-        vloss, vmean, vgrads = self._critic_grads(self.critic, part)
-        critic_sum = add(critic_sum, vgrads)
-        for k, v in (("policy_loss", loss), ("clip_fraction", clip),
-                     ("value_loss", vloss), ("value_mean", vmean)):
-          out[k] += float(v) / len(chunks)
-      scale = lambda tree: jax.tree.map(lambda g: g / len(chunks), tree)
-      out["policy_grad_norm"] = float(self._apply(
-          self.actor, self.actor_opt, scale(actor_sum)))
-      self._apply(self.critic, self.critic_opt, scale(critic_sum))
-    return out
+      actor_grads, figures = self._accumulate(chunks, self._actor_grads,
+                                              self.actor)
+      critic_grads, more = self._accumulate(chunks, self._critic_grads,
+                                            self.critic)
+      figures.update(more)
+      figures["policy_grad_norm"] = float(self._apply(
+          self.actor, self.actor_opt, actor_grads))
+      self._apply(self.critic, self.critic_opt, critic_grads)
+    return figures
+
+
+class GRPOUpdate(_PolicyUpdate):
+  """GRPO (the option): no critic; ``group_size`` episodes of each
+  question in a row, each one's advantage its reward against its group's
+  (:func:`group_advantages`, every model token of the episode the same),
+  tunix's ``grpo_loss_fn`` with ``kl_coef`` as its β."""
+
+  def __init__(self, actor: nnx.Module, reference: nnx.Module, *,
+               actor_tx: optax.GradientTransformation, group_size: int,
+               settings: PPOSettings, pad_id: int, eos_id: int,
+               micro_batch_size: int = 0, mesh=None):
+    from tunix.rl import algo_core
+    from tunix.rl.grpo import grpo_learner
+    super().__init__(actor, reference, actor_tx=actor_tx, pad_id=pad_id,
+                     eos_id=eos_id, micro_batch_size=micro_batch_size,
+                     mesh=mesh)
+    self.group_size, self.settings = int(group_size), settings
+    algo = grpo_learner.GRPOConfig(num_generations=self.group_size,
+                                   beta=settings.kl_coef,
+                                   epsilon=settings.clip_ratio)
+    algo.temperature = 1.0   # the log-probabilities the old ones were
+
+    def actor_grads(actor, batch):
+      loss_fn = lambda m: algo_core.grpo_loss_fn(m, batch, algo, pad_id,
+                                                 eos_id)
+      (loss, aux), grads = nnx.value_and_grad(loss_fn, has_aux=True)(actor)
+      return {"policy_loss": loss, "clip_fraction": aux["pg_clipfrac"],
+              "kl": aux["kl"]}, grads
+    self._actor_grads = nnx.jit(actor_grads)
+
+  def batch(self, prompt_ids, completion_ids, mask,
+            advantages: Sequence[float]) -> list[PPOBatch]:
+    """This process's episodes with their GRPO ``advantages`` float32 [B]
+    (:func:`group_advantages` of the global batch's rewards), scored by
+    the current actor and the reference; one :class:`PPOBatch` per
+    micro-batch (``returns`` and ``old_values`` zero: no critic)."""
+    rows = {"p": np.asarray(prompt_ids, np.int32),
+            "c": np.asarray(completion_ids, np.int32),
+            "m": np.asarray(mask, np.int32),
+            "a": np.asarray(advantages, np.float32)}
+    parts = []
+    with self._rope():
+      for s in self.micro_batches(rows["p"].shape[0]):
+        x = self._place({k: v[s] for k, v in rows.items()})
+        old = self._logps(self.actor, x["p"], x["c"], self.pad_id,
+                          self.eos_id)
+        ref = self._logps(self.reference, x["p"], x["c"], self.pad_id,
+                          self.eos_id)
+        zeros = jnp.zeros_like(old)
+        parts.append(PPOBatch(
+            prompt_ids=x["p"], completion_ids=x["c"], completion_mask=x["m"],
+            advantages=x["a"][:, None] * x["m"], returns=zeros,
+            old_values=zeros, old_per_token_logps=old,
+            ref_per_token_logps=ref))
+    return parts
+
+  def update(self, chunks: Sequence[PPOBatch]) -> dict:
+    """One optimizer step of the policy on the gradients averaged over the
+    micro-batches; their mean figures."""
+    with self._rope():
+      grads, figures = self._accumulate(chunks, self._actor_grads,
+                                        self.actor)
+      figures["policy_grad_norm"] = float(self._apply(
+          self.actor, self.actor_opt, grads))
+    return figures

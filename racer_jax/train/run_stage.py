@@ -30,11 +30,12 @@ def stage_trainer(config) -> Callable[..., dict]:
                       "--config.refiner.walker_workdir=<a walker run>")
   run = registry.TRAIN_STAGES.get(stage) or registry.METHODS.get(
       config.method)
-  if jax.process_count() > 1 and run is not registry.METHODS.get("racer"):
+  if jax.process_count() > 1 and run not in (
+      registry.METHODS.get("racer"), registry.METHODS.get("graphdancer")):
     raise ConfigError(
         f"method={config.method!r} stage={stage!r} trains in one process; "
         "multi-process training covers the walker (method=racer, "
-        "stage=walker)")
+        "stage=walker) and GraphDancer's explorer (method=graphdancer)")
   return run
 
 

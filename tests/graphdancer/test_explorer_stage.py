@@ -1,7 +1,8 @@
 """``launch/train.py``'s graphdancer stage end to end on the demo graph
 with a tiny random Llama: a short SFT, two PPO updates drawn by the
 easy-to-hard sampler, a resume after a lost checkpoint that ends with the
-same policy, and ``launch/evaluate.py``'s figures."""
+same policy, ``launch/evaluate.py``'s figures, and a GRPO update from the
+same warm start."""
 
 import json
 import shutil
@@ -76,3 +77,15 @@ def test_sft_then_ppo_resumes_exactly_and_evaluates(tmp_path):
     assert 0.0 <= out[key] and 0.0 <= out["zero_shot_" + key]
   assert out["questions"] == out["zero_shot_questions"] == 3
   assert (out["sft_step"], out["ppo_step"]) == (2, 2)
+  # GRPO from the same warm start (its sft/ copied): two episodes of one
+  # question per update, no critic in the checkpoint
+  c = tmp_path / "c"
+  c.mkdir()
+  shutil.copytree(a / "sft", c / "sft")
+  g = config.graphdancer
+  g.algorithm, g.grpo_group_size = "grpo", 2
+  g.ppo_steps, g.ppo_batch_size, g.ppo_micro_batch_size = 1, 1, 2
+  grpo = run_stage.train(config, None, c, progress=False)
+  assert grpo["step"] == 1 and np.isfinite(grpo["kl"])
+  assert "critic" not in run_lib.PPORun(config, causal_lm.load_causal_lm(
+      g.model), c / "ppo")._modules()

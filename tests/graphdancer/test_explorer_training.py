@@ -81,8 +81,7 @@ def test_sft_reads_the_mask_and_resumes_exactly(setting, tmp_path):
             warmup_steps=0, seed=0, checkpoint_every=2, log=lambda _: None)
   straight, losses = sft.train(lm, rows, steps=4,
                                checkpoint_dir=tmp_path / "a", **kw)
-  first = next(sft.batches(rows, 2, sft.sequence_length(rows),
-                           lm.tokenizer.pad_id, 0))
+  first = next(sft.batches(rows, 2, lm.tokenizer.pad_id, 0))
   # tunix's first loss is the masked cross-entropy of the first batch
   assert losses[0] == pytest.approx(_masked_nll(lm, lm.state, first),
                                     rel=1e-4)

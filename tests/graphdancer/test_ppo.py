@@ -1,6 +1,7 @@
-"""The explorer's PPO update on a tiny random Llama: observation tokens
-carry no reward, advantage or gradient; the rewarded episode's tokens grow
-more likely and the critic's loss falls over a few updates."""
+"""The explorer's PPO and GRPO updates on a tiny random Llama: observation
+tokens carry no reward, advantage or gradient; the rewarded episode's
+tokens grow more likely and the critic's loss falls over a few updates;
+micro-batches whiten over the whole batch; 8 devices update as one."""
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +60,7 @@ def test_observations_get_no_reward_advantage_or_gradient(tiny):
   rng = np.random.default_rng(0)
   prompt, completion, mask = _episodes(tiny, rng)
   ppo = _make(tiny)
-  batch = ppo.batch(prompt, completion, mask, [1.0, 0.0])
+  [batch] = ppo.batch(prompt, completion, mask, [1.0, 0.0])
   adv = np.asarray(batch.advantages)
   # the critic starts at 0: before whitening, the rewarded episode's
   # model tokens all see return 1, the other's 0
@@ -105,3 +106,156 @@ def test_updates_favour_the_rewarded_episode(tiny, micro):
   jax.tree.map(np.testing.assert_array_equal,
                nnx.state(ppo.reference).to_pure_dict(),
                tiny.state.to_pure_dict())
+
+
+def test_micro_batches_see_the_whole_batch(tiny):
+  """Split in micro-batches, the advantages are whitened over the whole
+  batch (as tunix's masked_whiten of the concatenation) and one update
+  takes the same step as on the whole batch at once."""
+  rng = np.random.default_rng(2)
+  prompt, completion, mask = _episodes(tiny, rng)
+  whole, split = _make(tiny, micro=0), _make(tiny, micro=1)
+  a = whole.batch(prompt, completion, mask, [1.0, 0.0])
+  b = split.batch(prompt, completion, mask, [1.0, 0.0])
+  assert len(a) == 1 and len(b) == 2
+  for field in ("advantages", "returns", "old_per_token_logps"):
+    np.testing.assert_allclose(
+        np.asarray(getattr(a[0], field)),
+        np.concatenate([np.asarray(getattr(x, field)) for x in b]),
+        atol=2e-5)
+  whole.update(a)
+  split.update(b)
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, atol=1e-5),
+               nnx.state(whole.actor).to_pure_dict(),
+               nnx.state(split.actor).to_pure_dict())
+
+
+def test_grpo_favours_the_better_episode_of_each_group(tiny):
+  rng = np.random.default_rng(3)
+  p1, c1, m1 = _episodes(tiny, rng)
+  p2, c2, m2 = _episodes(tiny, rng)
+  prompt, completion = np.concatenate([p1, p2]), np.concatenate([c1, c2])
+  mask = np.concatenate([m1, m2])
+  rewards = [1.0, 0.2, 0.0, 0.0]     # groups of 2: (1.0, 0.2), (0, 0)
+  adv = update_lib.group_advantages(rewards, 2)
+  assert adv[0] > 0 > adv[1] and adv[2] == adv[3] == 0.0
+  with pytest.raises(ValueError, match="groups of 3"):
+    update_lib.group_advantages(rewards, 3)
+  grpo = update_lib.GRPOUpdate(
+      _copy(tiny), _copy(tiny), actor_tx=optax.adam(3e-3), group_size=2,
+      settings=update_lib.PPOSettings(kl_coef=0.001),
+      pad_id=tiny.tokenizer.pad_id, eos_id=tiny.tokenizer.eos_id,
+      micro_batch_size=2)
+
+  def logp(i):
+    with causal_lm.rope_theta_of(grpo.actor):
+      lp = np.asarray(grpo._logps(grpo.actor, jnp.asarray(prompt[i:i + 1]),
+                                  jnp.asarray(completion[i:i + 1]),
+                                  grpo.pad_id, grpo.eos_id))
+    return float((lp[0] * mask[i]).sum())
+
+  before = [logp(i) for i in range(4)]
+  for _ in range(3):
+    chunks = grpo.batch(prompt, completion, mask, adv)
+    assert len(chunks) == 2
+    # every model token of an episode carries its advantage, no other
+    np.testing.assert_allclose(np.asarray(chunks[0].advantages),
+                               adv[:2, None] * mask[:2], atol=1e-6)
+    metrics = grpo.update(chunks)
+    assert np.isfinite(list(metrics.values())).all()
+  after = [logp(i) for i in range(4)]
+  assert after[0] - before[0] > 0.5 and after[1] < before[1]
+  jax.tree.map(np.testing.assert_array_equal,
+               nnx.state(grpo.reference).to_pure_dict(),
+               tiny.state.to_pure_dict())
+
+
+MESH = """
+import sys
+sys.path.insert(0, {repo!r})
+import jax, numpy as np, optax
+from flax import nnx
+from racer_jax.graphdancer import model as model_lib, update as update_lib
+from racer_jax.lm import causal_lm, generation
+from racer_jax.runs import parallel
+from tests.lm import tiny_gguf
+assert jax.device_count() == 8
+tiny_gguf.write_tiny_llama({path!r})
+lm = causal_lm.load_causal_lm({path!r})
+copy = lambda: nnx.merge(lm.graphdef, jax.tree.map(lambda x: x, lm.state))
+rng = np.random.default_rng(0)
+pad = lm.tokenizer.pad_id
+prompt = np.full((8, 8), pad, np.int32)
+prompt[:, 2:] = rng.integers(3, 200, (8, 6))
+completion = rng.integers(3, 200, (8, 20)).astype(np.int32)
+mask = np.zeros((8, 20), np.int32)
+mask[:, :6] = 1
+mask[:, 12:17] = 1
+completion[:, 17:] = pad
+rewards = rng.uniform(0, 1, 8).tolist()
+finals = []
+for mesh in (None, parallel.make_mesh(8)):
+  ppo = update_lib.PPOUpdate(
+      copy(), model_lib.critic_of(lm, 0), copy(), actor_tx=optax.adam(3e-3),
+      critic_tx=optax.adam(3e-3), settings=update_lib.PPOSettings(),
+      pad_id=pad, eos_id=lm.tokenizer.eos_id, micro_batch_size=8,
+      mesh=mesh)
+  for _ in range(2):
+    chunks = ppo.batch(prompt, completion, mask, rewards)
+    if mesh is not None:
+      assert len(chunks[0].completion_ids.sharding.device_set) == 8
+    ppo.update(chunks)
+  finals.append(nnx.state(ppo.actor).to_pure_dict())
+  if mesh is not None:
+    leaf = jax.tree.leaves(nnx.state(ppo.actor))[0]
+    assert leaf.sharding.is_fully_replicated and len(leaf.devices()) == 8
+    # the sampler reads one device's copy of the replicated policy
+    gen = generation.Generator(lm, max_new_tokens=4,
+                               model=update_lib.local_view(ppo.actor))
+    one = generation.Generator(lm, max_new_tokens=4,
+                               model=nnx.merge(lm.graphdef,
+                                               jax.device_get(finals[0])))
+    ids = [[5, 6, 7, 8]]
+    assert gen.generate_ids(ids) == one.generate_ids(ids), "sampler"
+diffs = jax.tree.leaves(jax.tree.map(
+    lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))),
+    *finals))
+print("max abs diff", max(diffs))
+assert max(diffs) < 1e-4, max(diffs)
+# the warm start: tunix's trainer under the mesh, 8 rows split over it
+from pathlib import Path
+from racer_jax.graphdancer import sft
+rows = [(list(rng.integers(3, 200, 12 + i)), [0] * 4 + [1] * (8 + i))
+        for i in range(8)]
+tuned = []
+for i, mesh in enumerate((None, parallel.make_mesh(8))):
+  out, losses = sft.train(lm, rows, steps=2, batch_size=8,
+                          learning_rate=3e-3, weight_decay=0.0,
+                          warmup_steps=0, seed=0,
+                          checkpoint_dir=Path({path!r}).parent / f"sft{{i}}",
+                          checkpoint_every=10, mesh=mesh,
+                          log=lambda _: None)
+  tuned.append(jax.device_get(out.state.to_pure_dict()))
+diffs = jax.tree.leaves(jax.tree.map(
+    lambda a, b: float(np.max(np.abs(a - b))), *tuned))
+assert max(diffs) < 1e-4, ("sft", max(diffs))
+print("OK")
+"""
+
+
+def test_eight_devices_update_as_one(tmp_path):
+  """PPO and the SFT warm start over a mesh of 8 CPU devices (each
+  (micro-)batch split over them, the models replicated) reach the
+  parameters of one device."""
+  import os
+  import subprocess
+  import sys
+  from tests.conftest import REPO
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  out = subprocess.run(
+      [sys.executable, "-c", MESH.format(repo=str(REPO),
+                                         path=str(tmp_path / "t.gguf"))],
+      capture_output=True, text=True, env=env, timeout=900, cwd=REPO)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "OK" in out.stdout, out.stdout

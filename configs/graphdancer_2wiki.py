@@ -15,6 +15,12 @@ accelerator (batch 128, 150 updates, actor 1e-6, critic 1e-5, KL 0.001,
 temperature 0.7, 10 turns, prompt / response / observation caps 8192 / 500
 / 1024, bfloat16); name the model with ``--config.graphdancer.model=`` (a
 Hugging Face folder such as Qwen2.5-3B-Instruct, the paper's backbone).
+
+The paper's comparison from one warm start: train with
+``--config.graphdancer.ppo_steps=0`` once, copy its ``sft/`` folder into
+each arm's workdir (``curriculum=easy_to_hard``, ``curriculum=uniform``,
+``algorithm=grpo``), and train each: a finished warm start is resumed,
+not redone.
 """
 
 from configs import default
@@ -43,7 +49,7 @@ def get_config(setting: str = "cpu"):
   g.max_step_tokens = 96
   g.max_observation_tokens = 256
   g.max_context_tokens = 2048
-  g.sft_steps, g.sft_batch_size = 300, 2
+  g.sft_steps, g.sft_batch_size = 200, 2   # 400 of the 622 trajectories
   g.ppo_steps, g.ppo_batch_size, g.ppo_micro_batch_size = 30, 8, 1
   g.actor_learning_rate, g.critic_learning_rate = 5e-6, 2e-5
   g.eval_questions = 100

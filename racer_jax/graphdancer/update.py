@@ -152,10 +152,11 @@ class _PolicyUpdate:
     self.pad_id, self.eos_id = pad_id, eos_id
     self.micro_batch_size = int(micro_batch_size)
     self.mesh = mesh
-    if mesh is not None:
-      for module in self._replicated():
-        nnx.update(module, parallel.replicate(mesh, nnx.state(module)))
+    # placed (committed) from the start, as every update's outputs are:
+    # else each jitted pass compiles once more after the first update
+    self._place_modules(*self._replicated())
     self.actor_opt = nnx.Optimizer(actor, actor_tx, wrt=nnx.Param)
+    self._place_modules(self.actor_opt)
     self._logps = nnx.jit(_logps, static_argnums=(3, 4))
 
     def apply(model, optimizer, grads):
@@ -165,6 +166,15 @@ class _PolicyUpdate:
 
   def _replicated(self) -> list:
     return [self.actor, self.reference]
+
+  def _place_modules(self, *modules) -> None:
+    """Replicates ``modules`` over the mesh (without one: commits them to
+    the first device)."""
+    for module in modules:
+      state = nnx.state(module)
+      nnx.update(module, parallel.replicate(self.mesh, state)
+                 if self.mesh is not None
+                 else jax.device_put(state, jax.devices()[0]))
 
   def _rope(self):
     return causal_lm.rope_theta_of(self.actor)
@@ -217,6 +227,7 @@ class PPOUpdate(_PolicyUpdate):
                      eos_id=eos_id, micro_batch_size=micro_batch_size,
                      mesh=mesh)
     self.critic_opt = nnx.Optimizer(critic, critic_tx, wrt=nnx.Param)
+    self._place_modules(self.critic_opt)
     algo = ppo_learner.PPOConfig(epsilon=settings.clip_ratio,
                                  clip_range_value=settings.clip_value,
                                  beta=0.0)

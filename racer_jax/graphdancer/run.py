@@ -112,7 +112,7 @@ class PPORun:
                   mesh=self.mesh)
     if g.algorithm == "grpo":
       self.ppo = GRPOUpdate(copy(), copy(), group_size=self.group_size,
-                            **common)
+                            temperature=g.rollout_temperature, **common)
     else:
       self.ppo = PPOUpdate(
           copy(), model_lib.critic_of(lm, config.seed), copy(),

@@ -77,13 +77,14 @@ def sequences(trajectories, pad_id: int, prompt_length: int,
           pad(masks, completion_length, 0))
 
 
-def _logps(model, prompt_ids, completion_ids, pad_id, eos_id):
+def _logps(model, prompt_ids, completion_ids, pad_id, eos_id,
+           temperature=1.0):
   from tunix.rl import common
   graphdef, state = nnx.split(model)
   return common.compute_per_token_logps(
       graphdef, state, prompt_tokens=prompt_ids,
       completion_tokens=completion_ids, pad_id=pad_id, eos_id=eos_id,
-      stop_gradient=True)
+      stop_gradient=True, temperature=temperature)
 
 
 def _values(critic, prompt_ids, completion_ids, pad_id, eos_id):
@@ -157,7 +158,7 @@ class _PolicyUpdate:
     self._place_modules(*self._replicated())
     self.actor_opt = nnx.Optimizer(actor, actor_tx, wrt=nnx.Param)
     self._place_modules(self.actor_opt)
-    self._logps = nnx.jit(_logps, static_argnums=(3, 4))
+    self._logps = nnx.jit(_logps, static_argnums=(3, 4, 5))
 
     def apply(model, optimizer, grads):
       optimizer.update(model, grads)
@@ -314,7 +315,11 @@ class GRPOUpdate(_PolicyUpdate):
   def __init__(self, actor: nnx.Module, reference: nnx.Module, *,
                actor_tx: optax.GradientTransformation, group_size: int,
                settings: PPOSettings, pad_id: int, eos_id: int,
-               micro_batch_size: int = 0, mesh=None):
+               micro_batch_size: int = 0, mesh=None,
+               temperature: float = 1.0):
+    """``temperature``: the rollouts' sampling temperature; the log-
+    probabilities (old, reference and in the loss) are of the logits
+    divided by it, as tunix's GRPO and veRL compute them."""
     from tunix.rl import algo_core
     from tunix.rl.grpo import grpo_learner
     super().__init__(actor, reference, actor_tx=actor_tx, pad_id=pad_id,
@@ -324,7 +329,8 @@ class GRPOUpdate(_PolicyUpdate):
     algo = grpo_learner.GRPOConfig(num_generations=self.group_size,
                                    beta=settings.kl_coef,
                                    epsilon=settings.clip_ratio)
-    algo.temperature = 1.0   # the log-probabilities the old ones were
+    self.temperature = float(temperature)
+    algo.temperature = self.temperature
 
     def actor_grads(actor, batch):
       loss_fn = lambda m: algo_core.grpo_loss_fn(m, batch, algo, pad_id,
@@ -349,9 +355,9 @@ class GRPOUpdate(_PolicyUpdate):
       for s in self.micro_batches(rows["p"].shape[0]):
         x = self._place({k: v[s] for k, v in rows.items()})
         old = self._logps(self.actor, x["p"], x["c"], self.pad_id,
-                          self.eos_id)
+                          self.eos_id, self.temperature)
         ref = self._logps(self.reference, x["p"], x["c"], self.pad_id,
-                          self.eos_id)
+                          self.eos_id, self.temperature)
         zeros = jnp.zeros_like(old)
         parts.append(PPOBatch(
             prompt_ids=x["p"], completion_ids=x["c"], completion_mask=x["m"],

@@ -22,7 +22,10 @@ from tests.launch import test_multiprocess as mp  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 from tests.lm import tiny_gguf  # noqa: E402
 
-pytestmark = pytest.mark.slow   # three JAX processes train the tiny model
+# three JAX processes train the tiny model; with the walker's multi-process
+# tests in one xdist group: two such tests at once on 2 cores starved the
+# coordination service's heartbeats (both runs aborted)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
 
 
 def _flags(tmp_path, model):

@@ -83,6 +83,7 @@ def _final(workdir, steps):
 
 
 @pytest.mark.slow  # ~1-2 min: three JAX processes plus one
+@pytest.mark.xdist_group("processes")   # one multi-process test at a time
 def test_two_processes_match_one_process_with_eight_devices(tmp_path):
   # the batches are small id arrays: each process reads them all and keeps
   # its rows
@@ -107,6 +108,7 @@ def test_two_processes_match_one_process_with_eight_devices(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("processes")
 def test_killed_peer_makes_the_survivor_fail_cleanly(tmp_path):
   procs = _start_pair(tmp_path, tmp_path / "kill", 100000, [
       "--heartbeat_timeout_s=10", "--config.train.stall_timeout_s=120"])

@@ -197,6 +197,25 @@ class _PolicyUpdate:
     return parallel.shard_batch(self.mesh, tree,
                                 rows * jax.process_count())
 
+  def _scored_parts(self, prompt_ids, completion_ids, mask, per_episode,
+                    temperature: float = 1.0):
+    """This process's episodes (host arrays [B, P], [B, L], [B, L] and a
+    float32 [B] value each), one micro-batch at a time on the mesh:
+    ``(x, old, ref)``, ``x`` the placed arrays (``p``, ``c``, ``m``,
+    ``v``), ``old`` / ``ref`` the current actor's and the reference's
+    per-token log-probabilities [b, L]."""
+    rows = {"p": np.asarray(prompt_ids, np.int32),
+            "c": np.asarray(completion_ids, np.int32),
+            "m": np.asarray(mask, np.int32),
+            "v": np.asarray(per_episode, np.float32)}
+    parts = []
+    for s in self.micro_batches(rows["p"].shape[0]):
+      x = self._place({k: v[s] for k, v in rows.items()})
+      parts.append((x, *(self._logps(m, x["p"], x["c"], self.pad_id,
+                                     self.eos_id, temperature)
+                         for m in (self.actor, self.reference))))
+    return parts
+
   def _accumulate(self, chunks, grads_fn, module):
     """Sums the gradients of ``module`` over ``chunks``; their mean
     figures."""
@@ -258,26 +277,18 @@ class PPOUpdate(_PolicyUpdate):
     rewards [B]) with the current actor, the reference and the critic;
     the :class:`PPOBatch` of each micro-batch of one update, the
     advantages whitened over the whole (global) batch."""
-    rows = {"p": np.asarray(prompt_ids, np.int32),
-            "c": np.asarray(completion_ids, np.int32),
-            "m": np.asarray(mask, np.int32),
-            "r": np.asarray(rewards, np.float32)}
     parts = []
     with self._rope():
-      for s in self.micro_batches(rows["p"].shape[0]):
-        x = self._place({k: v[s] for k, v in rows.items()})
-        old = self._logps(self.actor, x["p"], x["c"], self.pad_id,
-                          self.eos_id)
-        ref = self._logps(self.reference, x["p"], x["c"], self.pad_id,
-                          self.eos_id)
+      for x, old, ref in self._scored_parts(prompt_ids, completion_ids,
+                                            mask, rewards):
         values = self._values(self.critic, x["p"], x["c"], self.pad_id,
                               self.eos_id)
         parts.append((x, old, ref, values))
     # GAE and its whitening over the whole batch, then back to the parts
     whole = lambda i: jnp.concatenate([part[i] for part in parts])
     whole_x = {k: jnp.concatenate([part[0][k] for part in parts])
-               for k in rows}
-    adv, returns = advantages(whole_x["r"], whole_x["m"], whole(3),
+               for k in ("v", "m")}
+    adv, returns = advantages(whole_x["v"], whole_x["m"], whole(3),
                               whole(1), whole(2), self.settings)
     out, start = [], 0
     for x, old, ref, values in parts:
@@ -346,22 +357,15 @@ class GRPOUpdate(_PolicyUpdate):
     (:func:`group_advantages` of the global batch's rewards), scored by
     the current actor and the reference; one :class:`PPOBatch` per
     micro-batch (``returns`` and ``old_values`` zero: no critic)."""
-    rows = {"p": np.asarray(prompt_ids, np.int32),
-            "c": np.asarray(completion_ids, np.int32),
-            "m": np.asarray(mask, np.int32),
-            "a": np.asarray(advantages, np.float32)}
     parts = []
     with self._rope():
-      for s in self.micro_batches(rows["p"].shape[0]):
-        x = self._place({k: v[s] for k, v in rows.items()})
-        old = self._logps(self.actor, x["p"], x["c"], self.pad_id,
-                          self.eos_id, self.temperature)
-        ref = self._logps(self.reference, x["p"], x["c"], self.pad_id,
-                          self.eos_id, self.temperature)
+      for x, old, ref in self._scored_parts(prompt_ids, completion_ids,
+                                            mask, advantages,
+                                            self.temperature):
         zeros = jnp.zeros_like(old)
         parts.append(PPOBatch(
             prompt_ids=x["p"], completion_ids=x["c"], completion_mask=x["m"],
-            advantages=x["a"][:, None] * x["m"], returns=zeros,
+            advantages=x["v"][:, None] * x["m"], returns=zeros,
             old_values=zeros, old_per_token_logps=old,
             ref_per_token_logps=ref))
     return parts
